@@ -38,3 +38,14 @@ std::vector<BugInfo> list_bugs(const std::string& model);
 nlohmann::json generate_plan(const std::string& model, const PlanConfig& config);
 
 }  // namespace shardproof::planner
+
+namespace shardproof::planner {
+
+// The logical tensor a verifier finding must name for `config.bug` in this
+// exact configuration (first_tensor_hint is the value for the reference
+// configuration; for a few bugs, e.g. pipeline ones, the tensor depends on
+// where the stage boundaries fall). Validates like generate_plan; throws
+// std::invalid_argument for a config without a bug.
+std::string bug_first_tensor(const std::string& model, const PlanConfig& config);
+
+}  // namespace shardproof::planner

@@ -1,0 +1,44 @@
+// The subcommands of `shardproof`. Each one registers its options on the
+// CLI11 app and runs after a successful parse; the return value is the
+// process exit code (see docs/cli.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "planner/planner.h"
+
+namespace shardproof::cli {
+
+// Exit codes shared by every command (verify maps verdicts onto the same set).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 2;     // bad command line or bad configuration
+inline constexpr int kExitInternal = 4;  // I/O failure or unexpected error
+
+struct VerifyArgs {
+  std::vector<std::string> plans;
+  std::string format = "text";
+  int jobs = 0;
+  uint64_t rlimit = 20'000'000;
+  bool quiet = false;  // no progress line even on a terminal
+};
+CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args);
+int run_verify(const VerifyArgs& args);
+
+struct PlanArgs {
+  std::string model;
+  planner::PlanConfig config;
+  std::string output;  // empty: stdout
+  bool list_bugs = false;
+  bool list_models = false;
+};
+CLI::App* add_plan_command(CLI::App& app, PlanArgs& args);
+int run_plan(const PlanArgs& args);
+
+CLI::App* add_version_command(CLI::App& app);
+int run_version();
+
+}  // namespace shardproof::cli

@@ -1,0 +1,42 @@
+// Entry point of `shardproof`: parses the command line with CLI11 and hands
+// over to one subcommand. Usage errors exit 2, --help exits 0.
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace shardproof::cli;
+
+  CLI::App app{
+      "shardproof: proves that a distributed training plan computes exactly what the "
+      "single-device model computes."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("shardproof ") + SHARDPROOF_VERSION);
+
+  VerifyArgs verify_args;
+  PlanArgs plan_args;
+  CLI::App* verify = add_verify_command(app, verify_args);
+  CLI::App* plan = add_plan_command(app, plan_args);
+  CLI::App* version = add_version_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints help/version/errors itself; only the code is ours to fix:
+    // every usage error is 2, whatever CLI11's internal error number.
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+
+  try {
+    if (verify->parsed()) return run_verify(verify_args);
+    if (plan->parsed()) return run_plan(plan_args);
+    if (version->parsed()) return run_version();
+  } catch (const std::exception& e) {
+    std::cerr << "shardproof: internal error: " << e.what() << "\n";
+    return kExitInternal;
+  }
+  return kExitUsage;
+}

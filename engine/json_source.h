@@ -1,0 +1,60 @@
+// A JSON document that remembers where each value came from: line:column of
+// every value and object key, and the exact source text of every number (so
+// "0.1" stays 1/10). nlohmann/json checks the grammar; positions come from our
+// own token pass, since nlohmann keeps none.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardproof::json {
+
+struct Pos {
+  int line = 0;    // 1-based
+  int column = 0;  // 1-based, in Unicode code points
+};
+
+struct Value {
+  enum class Kind { Null, Bool, Number, String, Array, Object };
+  Kind kind = Kind::Null;
+  bool boolean = false;
+  std::string text;               // a string's contents, or a number's source text
+  std::vector<Value> items;       // array elements, or object member values
+  std::vector<std::string> keys;  // object member keys, parallel to items
+  std::vector<Pos> key_pos;       // where each object key starts
+  Pos pos;                        // where the value starts
+
+  bool is(Kind k) const { return kind == k; }
+  // Index of the member named `key` in an object, -1 when absent.
+  int find(const std::string& key) const;
+};
+
+// "an object", "an array", "a string", "a number", "a boolean", "null".
+const char* kind_name(Value::Kind kind);
+// Short text for messages: `string "abc"`, `number 1.5`, `true`, `an array`.
+std::string describe(const Value& value);
+// Compact JSON; numbers are written as in the source.
+std::string serialize(const Value& value);
+// Escapes one JSON pointer reference token ("~" -> "~0", "/" -> "~1").
+std::string pointer_token(const std::string& key);
+
+struct ParseError {
+  std::string rule;     // "json" (syntax, depth) or "duplicate-key"
+  std::string message;  // what was expected and what was found
+  Pos pos;
+  std::string pointer;  // where known (duplicate keys), else ""
+};
+
+struct ParseResult {
+  std::optional<Value> value;
+  std::optional<ParseError> error;
+};
+
+// Deeper documents are rejected: keeps the tree's recursive code on a small stack.
+constexpr int kMaxDepth = 256;
+
+// Never throws for any input (binary garbage, truncation, deep nesting).
+ParseResult parse(const std::string& text, int max_depth = kMaxDepth);
+
+}  // namespace shardproof::json

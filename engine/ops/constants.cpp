@@ -1,0 +1,124 @@
+// Operators without inputs: const and iota.
+#include "engine/ops/op_helpers.h"
+
+namespace shardproof::ops {
+
+namespace {
+
+std::string check_shape_attr(const std::string& op, const AttrMap& attrs, Shape& shape) {
+  shape = attr_ints(attrs, "shape");
+  for (int64_t s : shape)
+    if (s < 0)
+      return op + ": shape entries must be non-negative, found " + attrs.at("shape").describe();
+  return "";
+}
+
+AttrMap with_shape(AttrMap attrs, const Shape& shape) {
+  attrs["shape"] = Attr::of_int_list(shape);
+  return attrs;
+}
+
+// const {value, shape, dtype?}. Without `dtype` (a project addition, see
+// docs/plan-format.md) the dtype is i64 for an integral value and f32
+// otherwise; with it, the value must fit the dtype's class.
+struct Const {
+  static std::string name() { return "const"; }
+  static std::string infer(const AttrMap& attrs, const std::vector<TensorInfo>& in, size_t n_out,
+                           std::vector<TensorInfo>& out) {
+    if (auto e = check_attrs("const", attrs,
+                             {{"value", AttrType::Number, true},
+                              {"shape", AttrType::IntList, true},
+                              {"dtype", AttrType::String, false}});
+        !e.empty())
+      return e;
+    if (auto e = check_input_count("const", in, 0); !e.empty()) return e;
+    if (auto e = check_output_count("const", n_out, 1); !e.empty()) return e;
+    TensorInfo t;
+    if (auto e = check_shape_attr("const", attrs, t.shape); !e.empty()) return e;
+    const Rational value = attrs.at("value").number;
+    const bool integral = value.get_den() == 1;
+    t.dtype = integral ? DType::I64 : DType::F32;
+    if (attrs.count("dtype")) {
+      auto dt = parse_dtype(attrs.at("dtype").text);
+      if (!dt)
+        return "const: dtype must be one of f32, f16, bf16, f64, i32, i64, bool, found " +
+               attrs.at("dtype").describe();
+      t.dtype = *dt;
+      if (dclass_of(t.dtype) == DClass::Int && !integral)
+        return "const: value " + rational_to_string(value) + " is not an integer, but dtype is " +
+               dtype_name(t.dtype);
+      if (dclass_of(t.dtype) == DClass::Bool && value != 0 && value != 1)
+        return "const: a bool constant must have value 0 or 1, found " + rational_to_string(value);
+    }
+    out = {t};
+    return "";
+  }
+  template <class Alg>
+  static std::vector<Tensor<typename Alg::Value>> eval(Alg& alg, const OpCall& call,
+                                                       const std::vector<Tensor<typename Alg::Value>>&) {
+    using V = typename Alg::Value;
+    const DClass cls = dclass_of(call.out_dtypes.at(0));
+    const Shape& shape = call.out_shapes.at(0);
+    V v = alg.constant(call.attrs.at("value").number, cls);
+    return {make_tensor(shape, cls, std::vector<V>(element_count(shape), v))};
+  }
+  static void relate_axes(const AttrMap&, const std::vector<TensorInfo>&,
+                          const std::vector<TensorInfo>&, AxisRelations&) {}
+  static AttrMap reduce_attrs(const AttrMap& attrs, const std::vector<Shape>&,
+                              const std::vector<Shape>& reduced_out, const PositionMap&) {
+    return with_shape(attrs, reduced_out.at(0));
+  }
+};
+
+struct Iota {
+  static std::string name() { return "iota"; }
+  static std::string infer(const AttrMap& attrs, const std::vector<TensorInfo>& in, size_t n_out,
+                           std::vector<TensorInfo>& out) {
+    if (auto e = check_attrs("iota", attrs,
+                             {{"shape", AttrType::IntList, true}, {"dim", AttrType::Int, true}});
+        !e.empty())
+      return e;
+    if (auto e = check_input_count("iota", in, 0); !e.empty()) return e;
+    if (auto e = check_output_count("iota", n_out, 1); !e.empty()) return e;
+    TensorInfo t;
+    t.dtype = DType::I64;
+    if (auto e = check_shape_attr("iota", attrs, t.shape); !e.empty()) return e;
+    int dim = 0;
+    if (auto e = normalize_dim("iota", "dim", attrs.at("dim").as_int(), t.shape, dim); !e.empty())
+      return e;
+    out = {t};
+    return "";
+  }
+  template <class Alg>
+  static std::vector<Tensor<typename Alg::Value>> eval(Alg& alg, const OpCall& call,
+                                                       const std::vector<Tensor<typename Alg::Value>>&) {
+    using V = typename Alg::Value;
+    const Shape& shape = call.out_shapes.at(0);
+    int dim = 0;
+    normalize_dim("iota", "dim", call.attrs.at("dim").as_int(), shape, dim);
+    std::vector<V> data;
+    for (int64_t flat = 0; flat < element_count(shape); ++flat)
+      data.push_back(alg.constant(Rational(unflatten(shape, flat)[dim]), DClass::Int));
+    return {make_tensor(shape, DClass::Int, std::move(data))};
+  }
+  // The values are positions along `dim`: that axis keeps its full size.
+  static void relate_axes(const AttrMap& attrs, const std::vector<TensorInfo>&,
+                          const std::vector<TensorInfo>& out, AxisRelations& rel) {
+    int dim = 0;
+    normalize_dim("iota", "dim", attrs.at("dim").as_int(), out.at(0).shape, dim);
+    rel.freeze({0, dim});
+  }
+  static AttrMap reduce_attrs(const AttrMap& attrs, const std::vector<Shape>&,
+                              const std::vector<Shape>& reduced_out, const PositionMap&) {
+    return with_shape(attrs, reduced_out.at(0));
+  }
+};
+
+}  // namespace
+
+void register_constant_ops(OpRegistry& r) {
+  add_op<Const>(r);
+  add_op<Iota>(r);
+}
+
+}  // namespace shardproof::ops

@@ -1,0 +1,7 @@
+#include "engine/ops/op_helpers.h"
+
+namespace shardproof::ops {
+
+void register_reduction_ops(OpRegistry&) {}
+
+}  // namespace shardproof::ops

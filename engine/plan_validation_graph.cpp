@@ -1,0 +1,509 @@
+// Reads one graph of a plan and checks the rules that concern it alone:
+// structure, SSA, placement on ranks, acyclicity, operator shape rules.
+#include <algorithm>
+#include <exception>
+#include <limits>
+#include <queue>
+#include <regex>
+#include <set>
+#include <unordered_map>
+
+#include "engine/op_registry.h"
+#include "engine/plan_validation.h"
+
+namespace shardproof::plan_detail {
+namespace {
+
+using Kind = json::Value::Kind;
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+// Bigger shapes would overflow element counts elsewhere.
+constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 4;
+// Attribute numbers beyond this exponent are surely mistakes; their exact
+// values would cost memory for nothing.
+constexpr long kMaxExponent = 4096;
+
+bool exponent_too_large(const std::string& text) {
+  size_t e = text.find_first_of("eE");
+  if (e == std::string::npos) return false;
+  std::string digits = text.substr(e + 1);
+  if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) digits.erase(0, 1);
+  return digits.size() > 6 || (!digits.empty() && std::stol(digits) > kMaxExponent);
+}
+
+// Exact fractions written as strings, e.g. "1/3": the parser makes them numbers.
+bool is_fraction_text(const std::string& s) {
+  static const std::regex re("^-?[0-9]+/[0-9]+$");
+  return s.size() < 4096 && std::regex_match(s, re);
+}
+
+Attr read_attr(const Node& n) {
+  switch (n->kind) {
+    case Kind::Number: {
+      std::optional<Rational> r;
+      if (!exponent_too_large(n->text)) r = parse_exact_number(n->text);
+      if (!r)
+        n.fail("attr-value", "attribute number " + n->text + " is out of range (exponent beyond " +
+                                 std::to_string(kMaxExponent) + ")");
+      return Attr::of_number(*r);
+    }
+    case Kind::String: {
+      if (!is_fraction_text(n->text)) return Attr::of_string(n->text);
+      std::optional<Rational> r = parse_exact_number(n->text);
+      if (!r)
+        n.fail("attr-value", "attribute fraction " + quoted(n->text) + " has a zero denominator");
+      return Attr::of_number(*r);
+    }
+    case Kind::Bool: return Attr::of_bool(n->boolean);
+    case Kind::Array: {
+      std::vector<Attr> items;
+      for (size_t i = 0; i < n->items.size(); ++i) items.push_back(read_attr(n.item(i)));
+      return Attr::of_list(std::move(items));
+    }
+    default:
+      n.fail("attr-value", "an attribute value must be a number, string, boolean or list; found " +
+                               json::describe(n.value()));
+  }
+}
+
+class GraphReader {
+ public:
+  GraphReader(const Node& node, bool parallel, Graph& g) : node_(node), g_(g) {
+    g_.parallel = parallel;
+    g_.source_file = node.file();
+    syn_.root = node;
+  }
+
+  GraphSyntax run() {
+    read_top();
+    read_tensors();
+    g_.inputs = read_names(*syn_.inputs, "inputs");
+    g_.outputs = read_names(*syn_.outputs, "outputs");
+    check_outputs();
+    read_ops();
+    check_ssa();
+    if (g_.parallel) check_placement();
+    sort_topologically();
+    check_shapes();
+    return std::move(syn_);
+  }
+
+ private:
+  const char* graph_name() const { return g_.parallel ? "the parallel graph" : "the logical graph"; }
+
+  void read_top() {
+    expect_object(node_, graph_name());
+    check_keys(node_, {"world", "tensors", "inputs", "ops", "outputs"}, graph_name());
+    std::optional<Node> world = node_.get("world");
+    if (g_.parallel) {
+      if (!world) node_.fail_missing("world", "world", graph_name());
+      g_.world = static_cast<int>(expect_int(*world, "world", "world", 1, 1 << 20));
+    } else if (world) {
+      world->fail("world", "\"world\" belongs to the parallel graph only; the logical graph "
+                           "runs on one device");
+    }
+    syn_.inputs = require(node_, "inputs", graph_name());
+    syn_.outputs = require(node_, "outputs", graph_name());
+  }
+
+  void read_tensors() {
+    Node tensors = require(node_, "tensors", graph_name());
+    expect_object(tensors, "tensors");
+    for (size_t i = 0; i < tensors->items.size(); ++i) {
+      const std::string& name = tensors->keys[i];
+      g_.tensor_index[name] = static_cast<int>(i);
+      g_.tensors.push_back(read_tensor(tensors.member(i), name));
+    }
+  }
+
+  TensorDecl read_tensor(const Node& n, const std::string& name) {
+    std::string what = "tensor " + quoted(name);
+    expect_object(n, what);
+    check_keys(n, {"shape", "dtype", "rank", "of"}, what);
+    TensorDecl t;
+    t.name = name;
+    t.pointer = n.pointer();
+    t.shape = read_shape(require(n, "shape", what, "shape"), what);
+    Node dtype = require(n, "dtype", what, "dtype");
+    std::optional<DType> dt = parse_dtype(expect_string(dtype, what + " dtype", "dtype"));
+    if (!dt)
+      dtype.fail("dtype", what + ": dtype must be one of f32, f16, bf16, f64, i32, i64, bool; found " +
+                              json::describe(dtype.value()));
+    t.dtype = *dt;
+    read_placement(n, what, t);
+    syn_.tensor_decls.push_back(n);
+    syn_.of_nodes.push_back(n.get("of"));
+    return t;
+  }
+
+  void read_placement(const Node& n, const std::string& what, TensorDecl& t) {
+    std::optional<Node> rank = n.get("rank");
+    std::optional<Node> of = n.get("of");
+    if (!g_.parallel) {
+      if (rank) rank->fail("rank", what + ": logical tensors have no rank");
+      if (of) of->fail("lineage", what + ": lineage (\"of\") belongs to parallel tensors only");
+      return;
+    }
+    if (!rank) n.fail_missing("rank", "rank", "parallel " + what);
+    t.rank = static_cast<int>(expect_int(*rank, "rank", what + " rank", 0, g_.world - 1));
+  }
+
+  Shape read_shape(const Node& n, const std::string& what) {
+    expect_array(n, what + " shape", "shape");
+    Shape shape;
+    int64_t elements = 1;
+    for (size_t i = 0; i < n->items.size(); ++i) {
+      int64_t d = expect_int(n.item(i), "shape", what + " shape[" + std::to_string(i) + "]", 0,
+                             std::numeric_limits<int64_t>::max());
+      if (d > 0 && elements > kMaxElements / d)
+        n.fail("shape", what + ": shape has more than " + std::to_string(kMaxElements) +
+                            " elements");
+      elements *= d > 0 ? d : 1;
+      shape.push_back(d);
+    }
+    return shape;
+  }
+
+  int tensor_ref(const Node& n, const std::string& what) {
+    const std::string& name = expect_string(n, what);
+    int t = g_.find(name);
+    if (t < 0)
+      n.fail("undeclared-tensor", what + ": tensor " + quoted(name) + " is not declared in " +
+                                      graph_name() + "'s \"tensors\"");
+    return t;
+  }
+
+  std::vector<int> read_names(const Node& list, const std::string& what) {
+    expect_array(list, what);
+    std::vector<int> out;
+    for (size_t i = 0; i < list->items.size(); ++i) out.push_back(tensor_ref(list.item(i), what));
+    return out;
+  }
+
+  void check_outputs() {
+    if (!g_.parallel && g_.outputs.empty())
+      syn_.outputs->fail("outputs", "the logical graph must have at least one output");
+    std::set<int> seen;
+    for (size_t i = 0; i < g_.outputs.size(); ++i)
+      if (!seen.insert(g_.outputs[i]).second)
+        syn_.outputs->item(i).fail("outputs", "tensor " + quoted(g_.tensors[g_.outputs[i]].name) +
+                                                  " is listed twice in outputs");
+  }
+
+  void read_ops() {
+    Node ops = require(node_, "ops", graph_name());
+    expect_array(ops, "ops");
+    std::unordered_map<std::string, int> names;
+    for (size_t i = 0; i < ops->items.size(); ++i) {
+      Node n = ops.item(i);
+      g_.ops.push_back(read_op(n, static_cast<int>(i)));
+      syn_.ops.push_back(n);
+      const std::string& name = g_.ops.back().name;
+      if (name.empty()) continue;
+      auto [it, fresh] = names.emplace(name, static_cast<int>(i));
+      if (!fresh)
+        n.get("name")->fail("op-name", "op name " + quoted(name) + " is already used by op " +
+                                           std::to_string(it->second));
+    }
+  }
+
+  Op read_op(const Node& n, int index) {
+    std::string what = "op " + std::to_string(index);
+    expect_object(n, what);
+    check_keys(n, {"name", "op", "in", "out", "attrs", "group", "rank"}, what);
+    Op op;
+    op.index = index;
+    op.pointer = n.pointer();
+    if (std::optional<Node> name = n.get("name")) {
+      op.name = expect_string(*name, what + " name", "op-name");
+      if (op.name.empty()) name->fail("op-name", what + ": an op name, when given, is not empty");
+      what = "op " + quoted(op.name);
+    }
+    Node kind = require(n, "op", what);
+    op.op = expect_string(kind, what + " \"op\"");
+    const OpDef* def = OpRegistry::instance().find(op.op);
+    if (!def) kind.fail("unknown-op", what + ": unknown operator " + quoted(op.op));
+    if (def->collective() && !g_.parallel)
+      kind.fail("collective-in-logical", what + ": " + op.op +
+                                             " is a collective; collectives belong to the "
+                                             "parallel graph only");
+    op.in = read_names(require(n, "in", what), what + " in");
+    Node out = require(n, "out", what);
+    op.out = read_names(out, what + " out");
+    if (op.out.empty()) out.fail("ssa", what + ": an op must produce at least one tensor");
+    if (std::optional<Node> attrs = n.get("attrs")) {
+      expect_object(*attrs, what + " attrs");
+      for (size_t i = 0; i < attrs->value().items.size(); ++i)
+        op.attrs[attrs->value().keys[i]] = read_attr(attrs->member(i));
+    }
+    read_op_placement(n, what, def->collective(), op);
+    return op;
+  }
+
+  void read_op_placement(const Node& n, const std::string& what, bool collective, Op& op) {
+    std::optional<Node> group = n.get("group");
+    std::optional<Node> rank = n.get("rank");
+    if (!g_.parallel) {
+      if (group) group->fail("group", what + ": the logical graph has no ranks, so no group");
+      if (rank) rank->fail("rank", what + ": the logical graph has no ranks");
+      return;
+    }
+    if (collective) {
+      if (!group) n.fail_missing("group", "group", "collective " + what);
+      if (rank)
+        rank->fail("group", what + ": a collective runs on its group; it takes no \"rank\"");
+      op.group = read_group(*group, what);
+    } else {
+      if (group) group->fail("group", what + ": only collectives have a group; " + op.op + " is not one");
+      if (rank) op.rank = static_cast<int>(expect_int(*rank, "rank", what + " rank", 0, g_.world - 1));
+    }
+  }
+
+  std::vector<int> read_group(const Node& n, const std::string& what) {
+    expect_array(n, what + " group", "group");
+    if (n->items.empty()) n.fail("group", what + ": a group needs at least one rank");
+    std::vector<int> group;
+    for (size_t i = 0; i < n->items.size(); ++i) {
+      Node item = n.item(i);
+      int r = static_cast<int>(expect_int(item, "group", what + " group[" + std::to_string(i) + "]",
+                                          0, g_.world - 1));
+      if (std::find(group.begin(), group.end(), r) != group.end())
+        item.fail("group", what + ": rank " + std::to_string(r) + " appears twice in the group");
+      group.push_back(r);
+    }
+    return group;
+  }
+
+  // Every tensor is a graph input or the out of exactly one op, never both.
+  void check_ssa() {
+    g_.producer.assign(g_.tensors.size(), -1);
+    std::vector<bool> is_input(g_.tensors.size(), false);
+    for (size_t i = 0; i < g_.inputs.size(); ++i) {
+      int t = g_.inputs[i];
+      if (is_input[t])
+        syn_.inputs->item(i).fail("ssa", "tensor " + quoted(g_.tensors[t].name) +
+                                             " is listed twice in inputs");
+      is_input[t] = true;
+    }
+    for (const Op& op : g_.ops) {
+      Node out = *syn_.ops[op.index].get("out");
+      for (size_t j = 0; j < op.out.size(); ++j) {
+        int t = op.out[j];
+        std::string tn = quoted(g_.tensors[t].name);
+        if (is_input[t])
+          out.item(j).fail("ssa", "tensor " + tn + " is a graph input and also the output of op " +
+                                      op.display_name());
+        if (g_.producer[t] >= 0)
+          out.item(j).fail("ssa", "tensor " + tn + " is already the output of op " +
+                                      g_.ops[g_.producer[t]].display_name() +
+                                      "; every tensor has exactly one producer");
+        g_.producer[t] = op.index;
+      }
+    }
+    for (size_t t = 0; t < g_.tensors.size(); ++t)
+      if (!is_input[t] && g_.producer[t] < 0)
+        syn_.tensor_decls[t].fail("dangling-tensor",
+                                  "tensor " + quoted(g_.tensors[t].name) +
+                                      " is declared but is neither an input nor any op's output");
+  }
+
+  void check_placement() {
+    for (Op& op : g_.ops) {
+      if (op.group.empty())
+        place_local(op);
+      else
+        place_collective(op);
+    }
+  }
+
+  // A non-collective op runs on one rank: all its tensors live there.
+  void place_local(Op& op) {
+    const Node& n = syn_.ops[op.index];
+    int first = op.in.empty() ? op.out[0] : op.in[0];
+    int rank = g_.tensors[first].rank;
+    auto check = [&](const std::vector<int>& ts, const char* key) {
+      for (size_t j = 0; j < ts.size(); ++j) {
+        const TensorDecl& t = g_.tensors[ts[j]];
+        if (t.rank != rank)
+          n.get(key)->item(j).fail(
+              "placement", "op " + op.display_name() + " (" + op.op + ") is not a collective, so all its tensors live on one rank; " +
+                               quoted(t.name) + " is on rank " + std::to_string(t.rank) + " but " +
+                               quoted(g_.tensors[first].name) + " is on rank " + std::to_string(rank));
+      }
+    };
+    check(op.in, "in");
+    check(op.out, "out");
+    if (op.rank >= 0 && op.rank != rank)
+      n.get("rank")->fail("placement", "op " + op.display_name() + " says rank " +
+                                           std::to_string(op.rank) + " but its tensors are on rank " +
+                                           std::to_string(rank));
+    op.rank = rank;
+  }
+
+  // The i-th input and output live on group[i]; send moves group[0] -> group[1].
+  void place_collective(const Op& op) {
+    const Node& n = syn_.ops[op.index];
+    std::string what = "collective " + op.display_name() + " (" + op.op + ")";
+    size_t g = op.group.size();
+    bool send = op.op == "send";
+    if (send && (g != 2 || op.in.size() != 1 || op.out.size() != 1))
+      n.fail("group", what + ": send needs group [src, dst], one input and one output; found a group of " +
+                          std::to_string(g) + ", " + std::to_string(op.in.size()) + " input(s), " +
+                          std::to_string(op.out.size()) + " output(s)");
+    if (!send && (op.in.size() != g || op.out.size() != g))
+      n.fail("group", what + ": needs one input and one output per group rank (" + std::to_string(g) +
+                          "); found " + std::to_string(op.in.size()) + " input(s) and " +
+                          std::to_string(op.out.size()) + " output(s)");
+    auto check = [&](const std::vector<int>& ts, const char* key, size_t offset) {
+      for (size_t j = 0; j < ts.size(); ++j) {
+        const TensorDecl& t = g_.tensors[ts[j]];
+        int want = op.group[j + offset];
+        if (t.rank != want)
+          n.get(key)->item(j).fail("placement", what + ": " + key + "[" + std::to_string(j) +
+                                                    "] must live on rank " + std::to_string(want) +
+                                                    " (group[" + std::to_string(j + offset) + "]); " +
+                                                    quoted(t.name) + " is on rank " +
+                                                    std::to_string(t.rank));
+      }
+    };
+    check(op.in, "in", 0);
+    check(op.out, "out", send ? 1 : 0);
+  }
+
+  // Kahn's algorithm, always taking the ready op that comes first in the plan.
+  void sort_topologically() {
+    size_t n = g_.ops.size();
+    std::vector<std::vector<int>> users(n);
+    std::vector<int> pending(n, 0);
+    for (const Op& op : g_.ops) {
+      std::set<int> deps;
+      for (int t : op.in)
+        if (g_.producer[t] >= 0) deps.insert(g_.producer[t]);
+      pending[op.index] = static_cast<int>(deps.size());
+      for (int d : deps) users[d].push_back(op.index);
+    }
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+    for (size_t i = 0; i < n; ++i)
+      if (pending[i] == 0) ready.push(static_cast<int>(i));
+    while (!ready.empty()) {
+      int i = ready.top();
+      ready.pop();
+      g_.topo_order.push_back(i);
+      for (int u : users[i])
+        if (--pending[u] == 0) ready.push(u);
+    }
+    if (g_.topo_order.size() != n) report_cycle(pending);
+  }
+
+  // Every op left unsorted has an unsorted producer: walking back from one
+  // must come round to an op already seen.
+  [[noreturn]] void report_cycle(const std::vector<int>& pending) {
+    int start = static_cast<int>(std::find_if(pending.begin(), pending.end(),
+                                              [](int p) { return p > 0; }) -
+                                 pending.begin());
+    std::vector<int> path;
+    std::vector<int> seen_at(g_.ops.size(), -1);
+    int cur = start;
+    while (seen_at[cur] < 0) {
+      seen_at[cur] = static_cast<int>(path.size());
+      path.push_back(cur);
+      for (int t : g_.ops[cur].in) {
+        int p = g_.producer[t];
+        if (p >= 0 && pending[p] > 0) {
+          cur = p;
+          break;
+        }
+      }
+    }
+    // path[seen_at[cur]..] walks the cycle backwards; print it forwards.
+    std::vector<int> cycle(path.begin() + seen_at[cur], path.end());
+    std::reverse(cycle.begin(), cycle.end());
+    std::string text;
+    for (size_t k = 0; k < cycle.size(); ++k) {
+      const Op& a = g_.ops[cycle[k]];
+      const Op& b = g_.ops[cycle[(k + 1) % cycle.size()]];
+      std::string via;
+      for (int t : b.in)
+        if (g_.producer[t] == a.index) via = g_.tensors[t].name;
+      text += (k ? "" : quoted(a.display_name())) + " --" + via + "--> " + quoted(b.display_name());
+    }
+    int first = *std::min_element(cycle.begin(), cycle.end());
+    syn_.ops[first].fail("cycle", std::string(graph_name()) + " has a cycle: " + text);
+  }
+
+  void check_shapes() {
+    for (const Op& op : g_.ops) check_op_shapes(op);
+  }
+
+  void check_op_shapes(const Op& op) {
+    const Node& n = syn_.ops[op.index];
+    std::vector<TensorInfo> in;
+    for (int t : op.in) in.push_back({g_.tensors[t].shape, g_.tensors[t].dtype});
+    std::vector<TensorInfo> out;
+    std::string label = op.name.empty() ? op.op : op.op + " " + quoted(op.name);
+    std::string err;
+    try {
+      err = OpRegistry::instance().find(op.op)->infer(op.attrs, in, op.out.size(), out);
+    } catch (const std::exception& e) {
+      err = std::string("internal error in the shape rule: ") + e.what();
+    }
+    if (!err.empty()) n.fail("op-infer", label + ": " + err);
+    if (out.size() != op.out.size())
+      n.fail("op-infer", label + ": the operator gives " + std::to_string(out.size()) +
+                             " output(s); the plan lists " + std::to_string(op.out.size()));
+    for (size_t j = 0; j < out.size(); ++j) check_output(op, label, j, out[j]);
+  }
+
+  void check_output(const Op& op, const std::string& label, size_t j, const TensorInfo& got) {
+    const TensorDecl& t = g_.tensors[op.out[j]];
+    const Node& decl = syn_.tensor_decls[op.out[j]];
+    if (t.shape != got.shape)
+      decl.get("shape")->fail("op-shape", "tensor " + quoted(t.name) + " is declared with shape " +
+                                              shape_to_string(t.shape) + " but " + label +
+                                              " gives output " + std::to_string(j) + " shape " +
+                                              shape_to_string(got.shape));
+    if (dclass_of(t.dtype) != dclass_of(got.dtype))
+      decl.get("dtype")->fail("op-dtype", "tensor " + quoted(t.name) + " is declared " +
+                                              dtype_name(t.dtype) + " (" + dclass_name(dclass_of(t.dtype)) +
+                                              ") but " + label + " gives output " + std::to_string(j) +
+                                              " a " + dclass_name(dclass_of(got.dtype)) + " dtype (" +
+                                              dtype_name(got.dtype) + ")");
+  }
+
+  const Node& node_;
+  Graph& g_;
+  GraphSyntax syn_;
+};
+
+}  // namespace
+
+GraphSyntax read_graph(const Node& node, bool parallel, Graph& g) {
+  return GraphReader(node, parallel, g).run();
+}
+
+void check_map_arity(const std::vector<std::pair<const Graph*, const GraphSyntax*>>& graphs) {
+  struct FirstUse {
+    size_t arity;
+    std::string where;
+  };
+  std::unordered_map<std::string, FirstUse> seen;
+  for (auto [g, syn] : graphs) {
+    for (const Op& op : g->ops) {
+      auto fn = op.attrs.find("fn");
+      if (op.op != "map" || fn == op.attrs.end() || fn->second.kind != Attr::Kind::String) continue;
+      const Node& n = syn->ops[op.index];
+      std::string where = n.file() + ":" + std::to_string(n->pos.line) + ":" +
+                          std::to_string(n->pos.column) + " (" + n.pointer() + ")";
+      auto [it, fresh] = seen.emplace(fn->second.text, FirstUse{op.in.size(), where});
+      if (!fresh && it->second.arity != op.in.size())
+        n.get("attrs")->get("fn")->fail(
+            "map-arity", "map fn " + quoted(fn->second.text) + " is used here with " +
+                             std::to_string(op.in.size()) + " input(s) but with " +
+                             std::to_string(it->second.arity) + " at " + it->second.where +
+                             "; one fn is one function with one arity");
+    }
+  }
+}
+
+}  // namespace shardproof::plan_detail

@@ -1,0 +1,256 @@
+// Lineage ("of") of parallel tensors: structure, and the rules that tie the
+// parallel graph to the logical one (inputs, outputs, coverage, part sets).
+#include <map>
+#include <tuple>
+
+#include "engine/plan_validation.h"
+
+namespace shardproof::plan_detail {
+namespace {
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+using Box = SliceSpec;
+
+Shape extent(const SliceSpec& slice) {
+  Shape s;
+  for (auto [lo, hi] : slice) s.push_back(hi - lo);
+  return s;
+}
+
+// Every part set is named by (tensor, slice, n).
+using PartSetKey = std::tuple<std::string, SliceSpec, int64_t>;
+PartSetKey part_set_of(const Lineage& lin) { return {lin.tensor, lin.slice, lin.part_n}; }
+
+class LineageChecker {
+ public:
+  LineageChecker(const Graph& logical, const GraphSyntax& lsyn, Graph& par, const GraphSyntax& psyn)
+      : lg_(logical), lsyn_(lsyn), pg_(par), psyn_(psyn) {}
+
+  void run() {
+    for (size_t t = 0; t < pg_.tensors.size(); ++t)
+      if (psyn_.of_nodes[t]) pg_.tensors[t].of = read(t, *psyn_.of_nodes[t]);
+    check_inputs();
+    check_outputs();
+    check_part_sets();
+    check_coverage();
+  }
+
+ private:
+  Lineage read(size_t t, const Node& n) {
+    const TensorDecl& decl = pg_.tensors[t];
+    std::string what = "lineage of " + quoted(decl.name);
+    expect_object(n, what);
+    check_keys(n, {"tensor", "slice", "part"}, what);
+    Lineage lin;
+    Node tn = require(n, "tensor", what, "lineage");
+    lin.tensor = expect_string(tn, what + " tensor", "lineage");
+    int lt = lg_.find(lin.tensor);
+    if (lt < 0) tn.fail("lineage", what + ": the logical graph has no tensor " + quoted(lin.tensor));
+    const TensorDecl& logical = lg_.tensors[lt];
+    lin.slice = read_slice(n.get("slice"), logical, what);
+    if (std::optional<Node> part = n.get("part")) read_part(*part, what, lin);
+    check_against(t, logical, lin);
+    return lin;
+  }
+
+  SliceSpec read_slice(const std::optional<Node>& n, const TensorDecl& logical,
+                       const std::string& what) {
+    SliceSpec slice;
+    if (!n) {  // default: the whole logical tensor
+      for (int64_t d : logical.shape) slice.push_back({0, d});
+      return slice;
+    }
+    expect_array(*n, what + " slice", "lineage-slice");
+    if ((*n)->items.size() != logical.shape.size())
+      n->fail("lineage-slice", what + ": slice needs one [lo, hi] per dimension of " +
+                                   quoted(logical.name) + " " + shape_to_string(logical.shape) +
+                                   ", i.e. " + std::to_string(logical.shape.size()) + "; found " +
+                                   std::to_string((*n)->items.size()));
+    for (size_t d = 0; d < logical.shape.size(); ++d) {
+      Node r = n->item(d);
+      std::string rw = what + " slice[" + std::to_string(d) + "]";
+      expect_array(r, rw, "lineage-slice");
+      if (r->items.size() != 2)
+        r.fail("lineage-slice", rw + ": expected [lo, hi], found " +
+                                    std::to_string(r->items.size()) + " numbers");
+      int64_t size = logical.shape[d];
+      int64_t lo = expect_int(r.item(0), "lineage-slice", rw + " lo", 0, size);
+      int64_t hi = expect_int(r.item(1), "lineage-slice", rw + " hi", lo, size);
+      slice.push_back({lo, hi});
+    }
+    return slice;
+  }
+
+  void read_part(const Node& n, const std::string& what, Lineage& lin) {
+    expect_array(n, what + " part", "lineage-part");
+    if (n->items.size() != 2)
+      n.fail("lineage-part", what + ": part is [k, n], found " + std::to_string(n->items.size()) +
+                                 " numbers");
+    lin.has_part = true;
+    lin.part_n = expect_int(n.item(1), "lineage-part", what + " part n", 1, INT64_MAX);
+    lin.part_k = expect_int(n.item(0), "lineage-part", what + " part k", 0, lin.part_n - 1);
+  }
+
+  // The claim keeps the dtype class and has the slice's shape.
+  void check_against(size_t t, const TensorDecl& logical, const Lineage& lin) {
+    const TensorDecl& decl = pg_.tensors[t];
+    const Node& dn = psyn_.tensor_decls[t];
+    if (dclass_of(decl.dtype) != dclass_of(logical.dtype))
+      dn.get("dtype")->fail("lineage-dtype",
+                            quoted(decl.name) + " is " + dtype_name(decl.dtype) + " (" +
+                                dclass_name(dclass_of(decl.dtype)) + ") but claims " +
+                                quoted(logical.name) + ", which is " + dtype_name(logical.dtype) +
+                                " (" + dclass_name(dclass_of(logical.dtype)) + ")");
+    if (decl.shape != extent(lin.slice))
+      dn.get("shape")->fail("lineage-shape", quoted(decl.name) + " has shape " +
+                                                 shape_to_string(decl.shape) + " but claims " +
+                                                 claim_text(lin) + ", whose extent is " +
+                                                 shape_to_string(extent(lin.slice)));
+  }
+
+  // Rule 1: parallel inputs come from logical inputs.
+  void check_inputs() {
+    std::vector<bool> logical_input(lg_.tensors.size(), false);
+    for (int t : lg_.inputs) logical_input[t] = true;
+    for (int t : pg_.inputs) {
+      const TensorDecl& decl = pg_.tensors[t];
+      if (!decl.of)
+        psyn_.tensor_decls[t].fail("lineage-input",
+                                   "parallel input " + quoted(decl.name) +
+                                       " has no lineage (\"of\"); every parallel input must "
+                                       "claim a logical input");
+      if (!logical_input[lg_.find(decl.of->tensor)])
+        psyn_.of_nodes[t]->get("tensor")->fail(
+            "lineage-input", "parallel input " + quoted(decl.name) + " claims " +
+                                 quoted(decl.of->tensor) +
+                                 ", which is not an input of the logical graph; every parallel "
+                                 "input must claim a logical input");
+    }
+  }
+
+  // Rule 2: parallel outputs say what they are.
+  void check_outputs() {
+    for (int t : pg_.outputs)
+      if (!pg_.tensors[t].of)
+        psyn_.tensor_decls[t].fail("lineage-output", "parallel output " +
+                                                         quoted(pg_.tensors[t].name) +
+                                                         " has no lineage (\"of\")");
+  }
+
+  // Project rule: a part set that appears anywhere is complete (0..n-1).
+  void check_part_sets() {
+    std::map<PartSetKey, std::vector<bool>> claimed;
+    for (const TensorDecl& t : pg_.tensors) {
+      if (!t.of || !t.of->has_part) continue;
+      std::vector<bool>& ks = claimed[part_set_of(*t.of)];
+      // n may be huge; only claimed ks are stored beyond what exists.
+      if (ks.size() < static_cast<size_t>(std::min<int64_t>(t.of->part_n, 1 << 20)))
+        ks.resize(static_cast<size_t>(std::min<int64_t>(t.of->part_n, 1 << 20)), false);
+      if (t.of->part_k < static_cast<int64_t>(ks.size())) ks[t.of->part_k] = true;
+    }
+    for (size_t t = 0; t < pg_.tensors.size(); ++t) {
+      const std::optional<Lineage>& of = pg_.tensors[t].of;
+      if (!of || !of->has_part) continue;
+      const std::vector<bool>& ks = claimed[part_set_of(*of)];
+      int64_t missing = 0;
+      while (missing < static_cast<int64_t>(ks.size()) && ks[missing]) ++missing;
+      if (missing < of->part_n) {
+        Lineage m = *of;
+        m.part_k = missing;
+        psyn_.of_nodes[t]->get("part")->fail(
+            "lineage-parts", quoted(pg_.tensors[t].name) + " claims " + claim_text(*of) +
+                                 ", but no parallel tensor claims " + claim_text(m) +
+                                 "; a part set must be complete (parts 0.." +
+                                 std::to_string(of->part_n - 1) + ")");
+      }
+    }
+  }
+
+  // Rule 3: the parallel outputs cover every element of every logical output.
+  void check_coverage() {
+    for (size_t i = 0; i < lg_.outputs.size(); ++i) {
+      const TensorDecl& out = lg_.tensors[lg_.outputs[i]];
+      if (element_count(out.shape) == 0) continue;
+      std::vector<Box> boxes = covering_boxes(out.name);
+      std::vector<int64_t> prefix;
+      if (std::optional<std::vector<int64_t>> hole = uncovered(out.shape, boxes, prefix))
+        lsyn_.outputs->item(i).fail("lineage-coverage", coverage_message(out, *hole, boxes));
+    }
+  }
+
+  // Plain claims of parallel outputs, and slices whose part sets the
+  // parallel outputs hold completely.
+  std::vector<Box> covering_boxes(const std::string& tensor) const {
+    std::vector<Box> boxes;
+    std::map<PartSetKey, std::set<int64_t>> parts;
+    for (int t : pg_.outputs) {
+      const Lineage& lin = *pg_.tensors[t].of;
+      if (lin.tensor != tensor) continue;
+      if (!lin.has_part)
+        boxes.push_back(lin.slice);
+      else
+        parts[part_set_of(lin)].insert(lin.part_k);
+    }
+    for (const auto& [key, ks] : parts)
+      if (static_cast<int64_t>(ks.size()) == std::get<2>(key)) boxes.push_back(std::get<1>(key));
+    return boxes;
+  }
+
+  // Sweeps one dimension at a time over the boundaries of the boxes that
+  // cover the prefix so far; returns an element no box covers.
+  static std::optional<std::vector<int64_t>> uncovered(const Shape& shape,
+                                                       const std::vector<Box>& boxes,
+                                                       std::vector<int64_t>& prefix) {
+    size_t d = prefix.size();
+    if (d == shape.size()) {
+      if (boxes.empty()) return prefix;
+      return std::nullopt;
+    }
+    std::set<int64_t> cuts = {0, shape[d]};
+    for (const Box& b : boxes)
+      for (int64_t c : {b[d].first, b[d].second}) cuts.insert(c);
+    for (auto it = cuts.begin(); std::next(it) != cuts.end(); ++it) {
+      int64_t lo = *it, hi = *std::next(it);
+      if (lo == hi) continue;
+      std::vector<Box> spanning;
+      for (const Box& b : boxes)
+        if (b[d].first <= lo && hi <= b[d].second) spanning.push_back(b);
+      prefix.push_back(lo);
+      if (std::optional<std::vector<int64_t>> hole = uncovered(shape, spanning, prefix)) return hole;
+      prefix.pop_back();
+    }
+    return std::nullopt;
+  }
+
+  std::string coverage_message(const TensorDecl& out, const std::vector<int64_t>& hole,
+                               const std::vector<Box>& boxes) const {
+    std::string s = "element " + shape_to_string(hole) + " of logical output " + quoted(out.name) +
+                    " " + shape_to_string(out.shape) +
+                    " is covered by no parallel output (plain slices, or complete part sets "
+                    "among the parallel outputs); ";
+    if (boxes.empty()) return s + "no parallel output covers any of it";
+    s += "covered:";
+    for (size_t i = 0; i < boxes.size() && i < 8; ++i) {
+      Lineage l;
+      l.tensor = out.name;
+      l.slice = boxes[i];
+      s += (i ? ", " : " ") + claim_text(l);
+    }
+    return s + (boxes.size() > 8 ? ", ..." : "");
+  }
+
+  const Graph& lg_;
+  const GraphSyntax& lsyn_;
+  Graph& pg_;
+  const GraphSyntax& psyn_;
+};
+
+}  // namespace
+
+void check_lineage(const Graph& logical, const GraphSyntax& logical_syntax, Graph& parallel,
+                   const GraphSyntax& parallel_syntax) {
+  LineageChecker(logical, logical_syntax, parallel, parallel_syntax).run();
+}
+
+}  // namespace shardproof::plan_detail

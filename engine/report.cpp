@@ -1,0 +1,234 @@
+// Verdict names, exit codes and the two renderings of a Report (text for a
+// person, JSON for tools). The JSON schema is documented in docs/cli.md.
+#include "engine/report.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace shardproof {
+
+namespace {
+
+// Findings can carry thousands of elements; a person needs the first few.
+constexpr size_t kMaxTextElements = 8;
+// A counterexample line longer than this is cut, so one finding stays readable.
+constexpr size_t kMaxCounterexampleChars = 400;
+
+const char* verdict_title(Verdict v) {
+  switch (v) {
+    case Verdict::Equivalent:
+      return "EQUIVALENT";
+    case Verdict::NotEquivalent:
+      return "NOT EQUIVALENT";
+    case Verdict::Invalid:
+      return "INVALID PLAN";
+    case Verdict::Unknown:
+      return "UNKNOWN";
+    case Verdict::InternalError:
+      return "INTERNAL ERROR";
+  }
+  return "INTERNAL ERROR";
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+std::string index_to_string(const std::vector<int64_t>& index) {
+  std::string out = "[";
+  for (size_t i = 0; i < index.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(index[i]);
+  }
+  return out + "]";
+}
+
+std::string elements_to_text(const std::vector<std::vector<int64_t>>& elements) {
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < elements.size() && i < kMaxTextElements; ++i) {
+    shown.push_back(index_to_string(elements[i]));
+  }
+  std::string out = join(shown, " ");
+  if (elements.size() > kMaxTextElements) {
+    out += " (+" + std::to_string(elements.size() - kMaxTextElements) + " more)";
+  }
+  return out;
+}
+
+std::string shorten(std::string s) {
+  if (s.size() > kMaxCounterexampleChars) {
+    s.resize(kMaxCounterexampleChars);
+    s += " ...";
+  }
+  return s;
+}
+
+// One line per top-level key ("inp = [[1,0],[0,2]]"); anything else is dumped
+// compactly. The engine decides the counterexample's shape, so this only
+// assumes it is JSON.
+void counterexample_to_text(const nlohmann::json& cex, std::ostringstream& out) {
+  if (cex.is_null()) return;
+  if (cex.is_object() && !cex.empty()) {
+    out << "    counterexample:\n";
+    for (const auto& [key, value] : cex.items()) {
+      out << "      " << key << " = " << shorten(value.dump()) << "\n";
+    }
+    return;
+  }
+  out << "    counterexample: " << shorten(cex.dump()) << "\n";
+}
+
+std::string format_seconds(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", seconds);
+  return buf;
+}
+
+std::string display_path(const Report& report) {
+  if (!report.plan_path.empty()) return report.plan_path;
+  if (!report.plan_name.empty()) return report.plan_name;
+  return "<plan>";
+}
+
+}  // namespace
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::Equivalent:
+      return "equivalent";
+    case Verdict::NotEquivalent:
+      return "not-equivalent";
+    case Verdict::Invalid:
+      return "invalid";
+    case Verdict::Unknown:
+      return "unknown";
+    case Verdict::InternalError:
+      return "internal-error";
+  }
+  return "internal-error";
+}
+
+int verdict_exit_code(Verdict v) {
+  switch (v) {
+    case Verdict::Equivalent:
+      return 0;
+    case Verdict::NotEquivalent:
+      return 1;
+    case Verdict::Invalid:
+      return 2;
+    case Verdict::Unknown:
+      return 3;
+    case Verdict::InternalError:
+      return 4;
+  }
+  return 4;
+}
+
+int verdict_severity(Verdict v) {
+  // A definite bug outranks "not decided": a batch with one mismatch and one
+  // timeout must fail as not-equivalent, the actionable answer.
+  switch (v) {
+    case Verdict::Equivalent:
+      return 0;
+    case Verdict::Unknown:
+      return 1;
+    case Verdict::NotEquivalent:
+      return 2;
+    case Verdict::Invalid:
+      return 3;
+    case Verdict::InternalError:
+      return 4;
+  }
+  return 4;
+}
+
+std::string report_to_text(const Report& report) {
+  std::ostringstream out;
+  out << display_path(report) << ": " << verdict_title(report.verdict);
+  if (report.verdict != Verdict::Invalid && report.verdict != Verdict::InternalError) {
+    out << " (" << report.stats.stages << (report.stats.stages == 1 ? " stage, " : " stages, ")
+        << report.stats.solved << " solved, " << format_seconds(report.stats.seconds) << ")";
+  }
+  out << "\n";
+
+  if (report.verdict == Verdict::Invalid) {
+    if (report.invalid) {
+      out << "  " << report.invalid->to_string() << "\n";
+    } else if (!report.error.empty()) {
+      out << "  " << report.error << "\n";
+    }
+  }
+  if (report.verdict == Verdict::InternalError && !report.error.empty()) {
+    out << "  " << report.error << "\n";
+  }
+
+  for (const Finding& f : report.findings) {
+    out << "  " << (f.kind.empty() ? "finding" : f.kind);
+    if (!f.stage.empty()) out << " in " << f.stage;
+    out << "\n";
+    if (!f.tensor.empty()) out << "    logical tensor: " << f.tensor << "\n";
+    if (!f.elements.empty()) out << "    elements: " << elements_to_text(f.elements) << "\n";
+    if (!f.parallel_tensors.empty()) {
+      out << "    parallel tensors: " << join(f.parallel_tensors, ", ") << "\n";
+    }
+    if (!f.ops.empty()) out << "    ops: " << join(f.ops, ", ") << "\n";
+    counterexample_to_text(f.counterexample, out);
+    if (!f.message.empty()) out << "    " << f.message << "\n";
+  }
+  return out.str();
+}
+
+nlohmann::json report_to_json(const Report& report) {
+  using nlohmann::json;
+  json j = json::object();
+  j["verdict"] = verdict_name(report.verdict);
+  j["plan"] = report.plan_path;
+  j["name"] = report.plan_name;
+  j["meta"] = report.meta.is_null() ? json::object() : report.meta;
+
+  json findings = json::array();
+  for (const Finding& f : report.findings) {
+    json elements = json::array();
+    for (const auto& e : f.elements) elements.push_back(e);
+    findings.push_back({{"kind", f.kind},
+                        {"stage", f.stage},
+                        {"tensor", f.tensor},
+                        {"parallel_tensors", f.parallel_tensors},
+                        {"elements", std::move(elements)},
+                        {"ops", f.ops},
+                        {"counterexample", f.counterexample},
+                        {"message", f.message}});
+  }
+  j["findings"] = std::move(findings);
+
+  j["stats"] = {{"stages", report.stats.stages},
+                {"solved", report.stats.solved},
+                {"proven_trivially", report.stats.proven_trivially},
+                {"logical_ops", report.stats.logical_ops},
+                {"parallel_ops", report.stats.parallel_ops},
+                {"seconds", report.stats.seconds}};
+
+  if (report.verdict == Verdict::Invalid) {
+    json error = json::object();
+    if (report.invalid) {
+      const Diagnostic& d = *report.invalid;
+      error = {{"rule", d.rule},   {"file", d.file},     {"pointer", d.pointer},
+               {"line", d.line},   {"column", d.column}, {"message", d.message}};
+    } else {
+      // An Invalid report without a Diagnostic is an engine slip; still say why.
+      error = {{"rule", ""},  {"file", report.plan_path}, {"pointer", ""},
+               {"line", 0},   {"column", 0},             {"message", report.error}};
+    }
+    j["error"] = std::move(error);
+  } else if (report.verdict == Verdict::InternalError) {
+    j["error"] = {{"rule", "internal"}, {"file", report.plan_path}, {"message", report.error}};
+  }
+  return j;
+}
+
+}  // namespace shardproof

@@ -1,0 +1,196 @@
+#include "engine/stage.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace shardproof {
+namespace {
+
+struct GroupKey {
+  int logical;
+  SliceSpec slice;
+  int64_t parts;
+  bool operator<(const GroupKey& o) const {
+    return std::tie(logical, slice, parts) < std::tie(o.logical, o.slice, o.parts);
+  }
+};
+
+// Collects ops (producers first) needed to compute `roots`, stopping at
+// tensors for which `stop` holds (and at graph inputs).
+template <class Stop>
+std::vector<int> backward_cone(const Graph& g, const std::vector<int>& roots, Stop stop,
+                               std::set<int>& reached_tensors) {
+  std::set<int> ops;
+  std::vector<int> work(roots.begin(), roots.end());
+  std::set<int> seen;
+  while (!work.empty()) {
+    int t = work.back();
+    work.pop_back();
+    if (!seen.insert(t).second) continue;
+    reached_tensors.insert(t);
+    bool is_root = std::find(roots.begin(), roots.end(), t) != roots.end();
+    if (!is_root && stop(t)) continue;
+    int producer = g.producer[t];
+    if (producer < 0) continue;
+    if (!ops.insert(producer).second) continue;
+    for (int in : g.ops[producer].in) work.push_back(in);
+    // A multi-output op computes all of its outputs.
+    for (int out : g.ops[producer].out) reached_tensors.insert(out), seen.insert(out);
+  }
+  std::vector<int> ordered;
+  for (int op : g.topo_order)
+    if (ops.count(op)) ordered.push_back(op);
+  return ordered;
+}
+
+class StageBuilder {
+ public:
+  StageBuilder(const Plan& plan, Stage& stage) : plan_(plan), stage_(stage) {}
+
+  int add_logical(int t) {
+    auto it = logical_map_.find(t);
+    if (it != logical_map_.end()) return it->second;
+    const TensorDecl& d = plan_.logical.tensors[t];
+    StageTensor st;
+    st.name = d.name;
+    st.parallel = false;
+    st.source = t;
+    st.shape = st.full_shape = d.shape;
+    st.dtype = d.dtype;
+    st.logical_input = plan_.logical.producer[t] < 0;
+    st.free = true;  // until an op of the stage produces it
+    stage_.tensors.push_back(st);
+    return logical_map_[t] = static_cast<int>(stage_.tensors.size()) - 1;
+  }
+
+  int add_parallel(int t) {
+    auto it = parallel_map_.find(t);
+    if (it != parallel_map_.end()) return it->second;
+    const TensorDecl& d = plan_.parallel.tensors[t];
+    StageTensor st;
+    st.name = d.name;
+    st.parallel = true;
+    st.source = t;
+    st.shape = st.full_shape = d.shape;
+    st.dtype = d.dtype;
+    st.free = true;
+    st.of = d.of;
+    stage_.tensors.push_back(st);
+    int index = static_cast<int>(stage_.tensors.size()) - 1;
+    parallel_map_[t] = index;
+    if (d.of) stage_.tensors[index].logical_index = add_logical(plan_.logical.find(d.of->tensor));
+    return index;
+  }
+
+  void add_op(const Graph& g, int op_index, bool parallel) {
+    const Op& op = g.ops[op_index];
+    StageOp so;
+    so.op = op.op;
+    so.attrs = op.attrs;
+    so.group = op.group;
+    so.parallel = parallel;
+    so.source = op_index;
+    so.display_name = op.display_name();
+    for (int t : op.in) so.in.push_back(parallel ? add_parallel(t) : add_logical(t));
+    for (int t : op.out) {
+      int index = parallel ? add_parallel(t) : add_logical(t);
+      stage_.tensors[index].free = false;
+      so.out.push_back(index);
+    }
+    stage_.ops.push_back(std::move(so));
+  }
+
+ private:
+  const Plan& plan_;
+  Stage& stage_;
+  std::map<int, int> logical_map_, parallel_map_;
+};
+
+void build_one(const Plan& plan, const GroupKey& key, const std::vector<int>& members,
+               Stage& stage) {
+  const Graph& par = plan.parallel;
+  const Graph& log = plan.logical;
+  std::set<int> member_set(members.begin(), members.end());
+
+  // Parallel region: stop at lineage-bearing tensors outside the group.
+  std::set<int> par_reached;
+  std::vector<int> par_ops = backward_cone(
+      par, members,
+      [&](int t) { return par.tensors[t].of.has_value() && !member_set.count(t); }, par_reached);
+
+  // The cut: logical tensors the parallel stage inputs refer to.
+  std::set<int> cut;
+  for (int t : par_reached) {
+    bool produced_inside = par.producer[t] >= 0 &&
+                           std::find(par_ops.begin(), par_ops.end(), par.producer[t]) !=
+                               par_ops.end();
+    if (!produced_inside && par.tensors[t].of) cut.insert(log.find(par.tensors[t].of->tensor));
+  }
+  cut.erase(key.logical);
+  std::set<int> log_reached;
+  std::vector<int> log_ops = backward_cone(
+      log, {key.logical}, [&](int t) { return cut.count(t) > 0; }, log_reached);
+
+  StageBuilder builder(plan, stage);
+  stage.target = builder.add_logical(key.logical);
+  for (int op : log_ops) builder.add_op(log, op, false);
+  for (int op : par_ops) builder.add_op(par, op, true);
+  for (int m : members) stage.members.push_back(builder.add_parallel(m));
+  stage.slice = key.slice;
+  stage.parts = key.parts;
+  stage.title = slice_to_string(log.tensors[key.logical].name, key.slice);
+  if (key.parts) stage.title += " (" + std::to_string(key.parts) + " parts)";
+  stage.full_position.clear();
+  for (const StageTensor& t : stage.tensors) {
+    std::vector<std::vector<int64_t>> dims;
+    for (int64_t size : t.shape) {
+      std::vector<int64_t> identity(size);
+      for (int64_t i = 0; i < size; ++i) identity[i] = i;
+      dims.push_back(std::move(identity));
+    }
+    stage.full_position.push_back(std::move(dims));
+  }
+}
+
+}  // namespace
+
+int64_t Stage::element_count() const {
+  int64_t n = 0;
+  for (const StageTensor& t : tensors) n += shardproof::element_count(t.shape);
+  return n;
+}
+
+std::string slice_to_string(const std::string& tensor, const SliceSpec& slice) {
+  std::string s = tensor + "[";
+  for (size_t i = 0; i < slice.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(slice[i].first) + ":" + std::to_string(slice[i].second);
+  return s + "]";
+}
+
+std::vector<Stage> build_stages(const Plan& plan) {
+  const Graph& par = plan.parallel;
+  std::map<GroupKey, std::vector<int>> groups;
+  std::vector<GroupKey> order;  // first appearance in the parallel topological order
+  std::set<int> inputs(par.inputs.begin(), par.inputs.end());
+  auto consider = [&](int t) {
+    const TensorDecl& d = par.tensors[t];
+    if (!d.of || inputs.count(t)) return;  // input claims are assumptions
+    GroupKey key{plan.logical.find(d.of->tensor), d.of->slice, d.of->has_part ? d.of->part_n : 0};
+    auto& members = groups[key];
+    if (members.empty()) order.push_back(key);
+    if (std::find(members.begin(), members.end(), t) == members.end()) members.push_back(t);
+  };
+  for (int op : par.topo_order)
+    for (int t : par.ops[op].out) consider(t);
+
+  std::vector<Stage> stages(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    stages[i].id = static_cast<int>(i) + 1;
+    build_one(plan, order[i], groups[order[i]], stages[i]);
+  }
+  return stages;
+}
+
+}  // namespace shardproof

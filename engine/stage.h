@@ -1,0 +1,79 @@
+// Stages: both graphs cut at lineage claims (design.md, "The pipeline").
+//
+// A *claim group* is the set of non-input parallel tensors that claim the
+// same logical tensor, slice and part count. Its stage holds
+//   - the parallel ops that compute the group's members, walked back from
+//     each member up to parallel tensors that carry lineage (the stage's
+//     parallel inputs, whose claims are assumed), and
+//   - the logical ops that compute the target logical tensor, walked back up
+//     to the logical tensors those parallel inputs refer to (the cut) or to
+//     logical inputs.
+// Proving every stage, in any order, proves every claim: by induction over
+// the parallel graph's topological order each stage's assumptions are claims
+// proven by other stages (or input claims, assumed by the contract).
+//
+// A Stage is self-contained (its own tensor and op tables), so shape
+// reduction rewrites it and the encoder, the interpreter and the canonical
+// form read nothing else.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/attr.h"
+#include "engine/ir.h"
+
+namespace shardproof {
+
+struct StageTensor {
+  std::string name;  // name in its graph, for reports
+  bool parallel = false;
+  int source = -1;  // index in its graph
+  Shape shape;       // current (possibly reduced) shape
+  Shape full_shape;  // shape in the plan
+  DType dtype = DType::F32;
+  bool free = false;  // a stage input: logical cut/input, or parallel tensor with lineage
+  bool logical_input = false;  // a logical graph input (its integers are trusted indices)
+  // Parallel tensors only: the claim, with `tensor` resolved to a stage
+  // tensor index in `logical_index` (slice in current coordinates).
+  std::optional<Lineage> of;
+  int logical_index = -1;
+};
+
+struct StageOp {
+  std::string op;
+  AttrMap attrs;  // current (possibly reduced) attributes
+  std::vector<int> in, out;  // stage tensor indices
+  std::vector<int> group;
+  bool parallel = false;
+  int source = -1;           // op index in its graph
+  std::string display_name;  // for reports
+};
+
+struct Stage {
+  int id = 0;
+  std::string title;  // e.g. "out[0:8, 0:16] (2 parts)"
+  int target = -1;     // stage tensor index of the logical tensor claimed
+  SliceSpec slice;     // the claimed slice, current coordinates
+  int64_t parts = 0;   // 0: plain claims; n: additive parts 0..n-1
+  std::vector<int> members;  // stage tensor indices of the claiming parallel tensors
+  std::vector<StageTensor> tensors;
+  std::vector<StageOp> ops;  // logical ops, then parallel ops, each producers first
+
+  // Filled by shape reduction: for each tensor and dim, the full-size
+  // position of each current position (identity when not reduced).
+  std::vector<std::vector<std::vector<int64_t>>> full_position;
+  bool reduced = false;
+  std::string reduction_note;  // why a stage kept (some) full sizes
+
+  int64_t element_count() const;
+};
+
+// Cuts the plan into one stage per claim group, in a deterministic order.
+std::vector<Stage> build_stages(const Plan& plan);
+
+// "out[0:8, 0:16]" for messages.
+std::string slice_to_string(const std::string& tensor, const SliceSpec& slice);
+
+}  // namespace shardproof

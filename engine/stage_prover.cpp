@@ -1,0 +1,316 @@
+#include "engine/stage_prover.h"
+
+#include <chrono>
+#include <set>
+#include <stdexcept>
+
+#include "engine/algebra.h"
+#include "engine/stage_claims.h"
+
+namespace shardproof {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A leaf name "L<t>_<i>" belongs to logical stage tensor t.
+int leaf_tensor(const std::string& name) {
+  if (name.empty() || name[0] != 'L') return -1;
+  return std::stoi(name.substr(1, name.find('_') - 1));
+}
+
+z3::expr leaf_const(z3::context& ctx, const std::string& name, DClass cls) {
+  switch (cls) {
+    case DClass::Real: return ctx.real_const(name.c_str());
+    case DClass::Int: return ctx.int_const(name.c_str());
+    case DClass::Bool: return ctx.bool_const(name.c_str());
+  }
+  throw std::logic_error("bad dclass");
+}
+
+struct IrrationalValue : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A model value as an exact rational (booleans as 0/1).
+Rational to_rational(const z3::expr& value) {
+  if (value.is_true()) return 1;
+  if (value.is_false()) return 0;
+  if (value.is_numeral()) {
+    std::string text = Z3_get_numeral_string(value.ctx(), value);
+    if (auto r = parse_exact_number(text)) return *r;
+  }
+  throw IrrationalValue("model value " + value.to_string() + " is not rational");
+}
+
+z3::expr to_z3(z3::context& ctx, const Rational& r) {
+  return ctx.real_val(rational_to_string(r).c_str());
+}
+
+// Uninterpreted functions as the solver's model defines them.
+class ModelFunctions : public FunctionTable {
+ public:
+  ModelFunctions(z3::model& model, const std::map<std::string, z3::func_decl>& decls)
+      : model_(model), decls_(decls) {}
+  Rational call(const std::string& fn, const std::vector<Rational>& args) override {
+    const z3::func_decl& decl = decls_.at(fn);
+    z3::expr_vector z3_args(decl.ctx());
+    for (const Rational& a : args) z3_args.push_back(to_z3(decl.ctx(), a));
+    return to_rational(model_.eval(decl(z3_args), true));
+  }
+
+ private:
+  z3::model& model_;
+  const std::map<std::string, z3::func_decl>& decls_;
+};
+
+// The stage's parallel ops that `tensor` depends on, nearest first.
+std::vector<std::string> producing_ops(const Stage& stage, const std::vector<int>& tensors) {
+  std::set<int> needed(tensors.begin(), tensors.end());
+  std::vector<std::string> names;
+  for (auto it = stage.ops.rbegin(); it != stage.ops.rend(); ++it) {
+    if (!it->parallel) continue;
+    bool produces = false;
+    for (int t : it->out) produces |= needed.count(t) > 0;
+    if (!produces) continue;
+    names.push_back(it->display_name);
+    for (int t : it->in) needed.insert(t);
+  }
+  return names;
+}
+
+std::vector<int64_t> full_index(const Stage& stage, int64_t element) {
+  Shape extent;
+  for (auto& [lo, hi] : stage.slice) extent.push_back(hi - lo);
+  std::vector<int64_t> local = unflatten(extent, element);
+  std::vector<int64_t> full;
+  for (size_t d = 0; d < local.size(); ++d)
+    full.push_back(stage.full_position[stage.target][d][local[d] + stage.slice[d].first]);
+  return full;
+}
+
+nlohmann::json tensor_json(const Tensor<Rational>& t) {
+  nlohmann::json values = nlohmann::json::array();
+  for (int64_t i = 0; i < t.size() && i < 64; ++i) values.push_back(rational_to_string(t.data[i]));
+  return {{"shape", t.shape}, {"values", values}, {"truncated", t.size() > 64}};
+}
+
+class Prover {
+ public:
+  Prover(const Stage& stage, const ProverOptions& options)
+      : stage_(stage), options_(options), alg_(ctx_) {}
+
+  StageOutcome run() {
+    StageOutcome out;
+    if (stage_.element_count() > options_.max_stage_elements)
+      return unknown(out, "the stage has " + std::to_string(stage_.element_count()) +
+                              " elements after shape reduction (limit " +
+                              std::to_string(options_.max_stage_elements) + ")" +
+                              (stage_.reduction_note.empty() ? "" : "; " + stage_.reduction_note));
+    auto leaf = [this](const std::string& name, DClass cls) {
+      z3::expr v = leaf_const(ctx_, name, cls);
+      int t = leaf_tensor(name);
+      if (t >= 0 && stage_.tensors[t].logical_input) alg_.trust_as_index(v);
+      return v;
+    };
+    StageValues<Z3Algebra> values = evaluate_stage<Z3Algebra>(alg_, stage_, leaf);
+    claims_ = build_claims(alg_, stage_, values);
+    z3::params simplify_params(ctx_);
+    simplify_params.set("som", true);
+    bool any_unsat = false;
+    for (const ClaimChecks<z3::expr>& claim : claims_) {
+      if (!claim.missing.empty()) return unknown(out, claim.label + ": " + claim.missing);
+      z3::expr_vector differs(ctx_);
+      std::vector<const ElementCheck<z3::expr>*> pending;
+      for (const ElementCheck<z3::expr>& check : claim.checks) {
+        z3::expr neq = check.parallel.is_bool()
+                           ? (check.parallel != check.logical).simplify()
+                           : ((check.parallel - check.logical).simplify(simplify_params) != 0)
+                                 .simplify();
+        if (neq.is_false()) continue;
+        differs.push_back(neq);
+        pending.push_back(&check);
+      }
+      if (differs.empty()) continue;
+      ++out.queries;
+      z3::solver solver = make_solver();
+      solver.add(z3::mk_or(differs));
+      z3::check_result result = solver.check();
+      if (result == z3::unsat) {
+        any_unsat = true;
+        continue;
+      }
+      if (result == z3::unknown)
+        return unknown(out, "the solver gave up on " + claim.label + " (" +
+                                solver.reason_unknown() + "); raise --rlimit to try harder");
+      z3::model model = solver.get_model();
+      out.status = StageStatus::Refuted;
+      if (!refute(out, claim, pending, model)) return out;
+    }
+    if (out.status != StageStatus::Refuted && !alg_.obligations().empty()) {
+      ++out.queries;
+      z3::solver solver = make_solver();
+      z3::expr_vector obligations(ctx_);
+      for (const z3::expr& o : alg_.obligations()) obligations.push_back(o);
+      solver.add(!z3::mk_and(obligations));
+      z3::check_result result = solver.check();
+      if (result == z3::unknown) return unknown(out, "the solver gave up on index validity");
+      if (result == z3::sat) {
+        Finding f = base_finding();
+        f.kind = "mismatch";
+        f.message = "a computed index may fall outside the tensor it indexes";
+        out.findings.push_back(f);
+        out.status = StageStatus::Refuted;
+      } else {
+        any_unsat = true;
+      }
+    }
+    if (out.status == StageStatus::Refuted) return out;
+    if (any_unsat && !alg_.assumptions().empty()) {
+      ++out.queries;
+      z3::solver solver = make_solver();
+      if (solver.check() != z3::sat)
+        return unknown(out, "the stage's assumptions (nonzero denominators, valid indices) "
+                            "cannot hold together, so its proof would be vacuous");
+    }
+    out.trivial = out.queries == 0;
+    out.status = StageStatus::Proven;
+    return out;
+  }
+
+ private:
+  z3::solver make_solver() {
+    z3::solver solver(ctx_);
+    z3::params params(ctx_);
+    params.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(options_.rlimit, 4'000'000'000u)));
+    solver.set(params);
+    for (const z3::expr& a : alg_.assumptions()) solver.add(a);
+    return solver;
+  }
+
+  Finding base_finding() const {
+    Finding f;
+    f.stage = "stage " + std::to_string(stage_.id) + ": " + stage_.title;
+    f.tensor = stage_.tensors[stage_.target].name;
+    return f;
+  }
+
+  StageOutcome& unknown(StageOutcome& out, const std::string& why) {
+    Finding f = base_finding();
+    f.kind = "unknown";
+    f.message = why;
+    out.findings.push_back(f);
+    out.status = StageStatus::Unknown;
+    return out;
+  }
+
+  // Builds the finding for a satisfying model and replays it concretely.
+  // Returns false when the replay disagrees (an internal error).
+  bool refute(StageOutcome& out, const ClaimChecks<z3::expr>& claim,
+              const std::vector<const ElementCheck<z3::expr>*>& pending, z3::model& model) {
+    Finding f = base_finding();
+    f.kind = "mismatch";
+    for (int t : claim.tensors) f.parallel_tensors.push_back(stage_.tensors[t].name);
+    f.ops = producing_ops(stage_, claim.tensors);
+    std::vector<int64_t> differing;
+    for (const ElementCheck<z3::expr>* check : pending) {
+      z3::expr neq = check->parallel.is_bool() ? check->parallel != check->logical
+                                               : check->parallel - check->logical != 0;
+      if (model.eval(neq, true).is_true()) differing.push_back(check->element);
+    }
+    for (size_t i = 0; i < differing.size() && i < 8; ++i)
+      f.elements.push_back(full_index(stage_, differing[i]));
+    f.message = claim.label + " differs from " + f.tensor + " at " +
+                std::to_string(differing.size()) + " of " + std::to_string(claim.checks.size()) +
+                " checked elements (reduced sizes)";
+    try {
+      replay(f, claim, differing, model);
+    } catch (const IrrationalValue& e) {
+      f.message += "; the counterexample holds irrational values, so it was not replayed";
+    } catch (const EvalError& e) {
+      out.status = StageStatus::InternalError;
+      out.error = "stage " + std::to_string(stage_.id) + ": replay of the counterexample failed: " +
+                  e.what();
+      out.findings.push_back(f);
+      return false;
+    }
+    if (f.counterexample.contains("replay_disagrees")) {
+      out.status = StageStatus::InternalError;
+      out.error = "stage " + std::to_string(stage_.id) +
+                  ": the interpreter does not confirm the solver's counterexample for " +
+                  claim.label + " (encoding and interpreter disagree)";
+      out.findings.push_back(f);
+      return false;
+    }
+    out.findings.push_back(f);
+    return true;
+  }
+
+  void replay(Finding& f, const ClaimChecks<z3::expr>& claim, const std::vector<int64_t>& differing,
+              z3::model& model) {
+    ModelFunctions functions(model, alg_.functions());
+    ConcreteAlgebra concrete(functions);
+    auto leaf = [&](const std::string& name, DClass cls) {
+      return to_rational(model.eval(leaf_const(ctx_, name, cls), true));
+    };
+    StageValues<ConcreteAlgebra> values = evaluate_stage<ConcreteAlgebra>(concrete, stage_, leaf);
+    std::vector<ClaimChecks<Rational>> claims = build_claims(concrete, stage_, values);
+    const ClaimChecks<Rational>* mine = nullptr;
+    for (const ClaimChecks<Rational>& c : claims)
+      if (c.label == claim.label) mine = &c;
+    nlohmann::json cx;
+    nlohmann::json inputs = nlohmann::json::object();
+    for (size_t t = 0; t < stage_.tensors.size(); ++t) {
+      const StageTensor& st = stage_.tensors[t];
+      if (st.free && !st.parallel) inputs[st.name] = tensor_json(*values[t]);
+    }
+    cx["inputs"] = inputs;
+    nlohmann::json parts = nlohmann::json::object();
+    for (size_t t = 0; t < stage_.tensors.size(); ++t) {
+      const StageTensor& st = stage_.tensors[t];
+      if (st.free && st.parallel && st.of && st.of->has_part) parts[st.name] = tensor_json(*values[t]);
+    }
+    if (!parts.empty()) cx["parts"] = parts;
+    nlohmann::json at = nlohmann::json::array();
+    bool confirmed = mine != nullptr && !differing.empty();
+    for (size_t i = 0; mine && i < differing.size() && i < 8; ++i) {
+      const ElementCheck<Rational>& c = mine->checks[differing[i]];
+      at.push_back({{"element", full_index(stage_, differing[i])},
+                    {"parallel", rational_to_string(c.parallel)},
+                    {"logical", rational_to_string(c.logical)}});
+      if (c.parallel == c.logical) confirmed = false;
+    }
+    cx["differences"] = at;
+    cx["reduced"] = stage_.reduced;
+    if (!confirmed) cx["replay_disagrees"] = true;
+    f.counterexample = cx;
+  }
+
+  const Stage& stage_;
+  ProverOptions options_;
+  z3::context ctx_;
+  Z3Algebra alg_;
+  std::vector<ClaimChecks<z3::expr>> claims_;
+};
+
+}  // namespace
+
+StageOutcome prove_stage(const Stage& stage, const ProverOptions& options) {
+  auto start = Clock::now();
+  StageOutcome out;
+  try {
+    Prover prover(stage, options);
+    out = prover.run();
+  } catch (const z3::exception& e) {
+    out = StageOutcome{};
+    out.status = StageStatus::InternalError;
+    out.error = "stage " + std::to_string(stage.id) + ": Z3 error: " + e.msg();
+  } catch (const std::exception& e) {
+    out = StageOutcome{};
+    out.status = StageStatus::InternalError;
+    out.error = "stage " + std::to_string(stage.id) + ": " + e.what();
+  }
+  out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return out;
+}
+
+}  // namespace shardproof

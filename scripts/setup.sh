@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Sets up a Debian 12 machine to build shardproof, then configures and builds
+# it into build/ (Ninja, RelWithDebInfo). Idempotent: installs only missing
+# packages, and a second run only rebuilds what changed.
+#
+#   scripts/setup.sh              # packages + configure + build
+#   SHARDPROOF_SKIP_BUILD=1 scripts/setup.sh   # packages only
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${SHARDPROOF_BUILD_DIR:-$root/build}"
+jobs="${SHARDPROOF_JOBS:-2}"
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libz3-dev libgmp-dev liblmdb-dev libxxhash-dev libuv1-dev
+  nlohmann-json3-dev libcli11-dev libgtest-dev googletest
+  time  # GNU time: peak memory in bench/run.sh
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  # dpkg-query knows "installed" from "removed, config files left".
+  status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} > 0)); then
+  echo "setup: installing ${missing[*]}"
+  sudo=()
+  if [[ "$(id -u)" -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  # Non-interactive: CI has no stdin and no one to answer debconf.
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q
+  "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi
+
+[[ "${SHARDPROOF_SKIP_BUILD:-0}" == 1 ]] && exit 0
+
+# Configure only once; later runs let Ninja re-run CMake when needed.
+if [[ ! -f "$build_dir/build.ninja" ]]; then
+  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+fi
+cmake --build "$build_dir" -j "$jobs"
+echo "setup: built $build_dir/shardproof"
