@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/verifier.h"
 #include "planner/planner.h"
 
 namespace shardproof::cli {
@@ -22,8 +23,8 @@ struct VerifyArgs {
   std::vector<std::string> plans;
   std::string format = "text";
   int jobs = 0;
-  uint64_t rlimit = 20'000'000;
-  bool quiet = false;  // no progress line even on a terminal
+  uint64_t rlimit = VerifyOptions{}.rlimit;  // one default, the engine's
+  bool quiet = false;                        // no progress line even on a terminal
 };
 CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args);
 int run_verify(const VerifyArgs& args);

@@ -31,28 +31,30 @@ int list_bugs(const std::string& model) {
 }  // namespace
 
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
-  CLI::App* cmd = app.add_subcommand(
-      "plan", "Generate a plan for a model family and a parallel configuration");
+  CLI::App* cmd =
+      app.add_subcommand("plan", "Generate a plan for a model family and a parallel configuration");
   planner::PlanConfig& c = args.config;
   cmd->add_option("model", args.model, "Model family (see --list-models)");
-  cmd->add_option("--layers", c.layers, "Layers")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--layers", c.layers, "Layers")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--hidden", c.hidden, "Hidden size")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--batch", c.batch, "Global batch size")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--dp", c.dp, "Data-parallel degree")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--tp", c.tp, "Tensor-parallel degree")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--pp", c.pp, "Pipeline-parallel degree")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--microbatches", c.microbatches, "Micro-batches per step")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--optimizer", c.optimizer, "Optimizer step")
       ->check(CLI::IsMember({"sgd", "adam"}))

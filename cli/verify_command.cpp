@@ -2,7 +2,9 @@
 // one report per plan. The exit code is that of the most severe verdict.
 #include <unistd.h>
 
+#include <chrono>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <mutex>
 
@@ -27,6 +29,11 @@ class ProgressLine {
     if (!enabled_) return {};
     return [this, path](int64_t done, int64_t total) {
       std::lock_guard<std::mutex> lock(mutex_);
+      // Thousands of cached stages finish in a blink: redraw at most 10 times
+      // a second (and always the last), so the terminal is not the bottleneck.
+      auto now = std::chrono::steady_clock::now();
+      if (done < total && shown_ && now - last_ < std::chrono::milliseconds(100)) return;
+      last_ = now;
       std::cerr << "\r\033[K" << path << ": stages " << done << "/" << total << std::flush;
       shown_ = true;
     };
@@ -41,6 +48,7 @@ class ProgressLine {
  private:
   bool enabled_;
   bool shown_ = false;
+  std::chrono::steady_clock::time_point last_;
   std::mutex mutex_;
 };
 
@@ -56,6 +64,36 @@ Report verify_one(const std::string& path, const VerifyOptions& options) {
     r.error = std::string("unexpected exception: ") + e.what();
     return r;
   }
+}
+
+// nlohmann::json sorts keys; a person reading the report wants the verdict
+// first and the error last, in the order docs/cli.md lists them.
+nlohmann::ordered_json in_schema_order(const nlohmann::json& report) {
+  static const char* const kTop[] = {"verdict",  "plan",  "name", "meta",
+                                     "findings", "stats", "error"};
+  static const char* const kFinding[] = {"kind",     "stage", "tensor",         "parallel_tensors",
+                                         "elements", "ops",   "counterexample", "message"};
+  static const char* const kStats[] = {"stages",      "solved",       "proven_trivially",
+                                       "logical_ops", "parallel_ops", "seconds"};
+  static const char* const kError[] = {"rule", "file", "pointer", "line", "column", "message"};
+  auto ordered = [](const nlohmann::json& j, const auto& keys) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (const char* k : keys) {
+      if (j.contains(k)) out[k] = j[k];
+    }
+    for (const auto& [k, v] : j.items()) {  // keys added later stay visible
+      if (!out.contains(k)) out[k] = v;
+    }
+    return out;
+  };
+  nlohmann::ordered_json out = ordered(report, kTop);
+  if (report.contains("findings")) {
+    out["findings"] = nlohmann::ordered_json::array();
+    for (const auto& f : report["findings"]) out["findings"].push_back(ordered(f, kFinding));
+  }
+  if (report.contains("stats")) out["stats"] = ordered(report["stats"], kStats);
+  if (report.contains("error")) out["error"] = ordered(report["error"], kError);
+  return out;
 }
 
 std::string summary_line(const std::vector<Report>& reports) {
@@ -77,8 +115,9 @@ std::string summary_line(const std::vector<Report>& reports) {
 }  // namespace
 
 CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
-  CLI::App* cmd = app.add_subcommand("verify", "Prove that each plan's parallel graph computes "
-                                               "exactly what its logical graph computes");
+  CLI::App* cmd = app.add_subcommand("verify",
+                                     "Prove that each plan's parallel graph computes "
+                                     "exactly what its logical graph computes");
   cmd->add_option("plans", args.plans, "Plan files (format shardproof-plan/1)")->required();
   cmd->add_option("--format", args.format, "Output format")
       ->check(CLI::IsMember({"text", "json"}))
@@ -118,14 +157,16 @@ int run_verify(const VerifyArgs& args) {
   }
 
   if (args.format == "json") {
-    nlohmann::json out;
+    nlohmann::ordered_json out;
     if (reports.size() == 1) {
-      out = report_to_json(reports.front());
+      out = in_schema_order(report_to_json(reports.front()));
     } else {
-      out = nlohmann::json::array();
-      for (const Report& r : reports) out.push_back(report_to_json(r));
+      out = nlohmann::ordered_json::array();
+      for (const Report& r : reports) out.push_back(in_schema_order(report_to_json(r)));
     }
-    std::cout << out.dump(2) << "\n";
+    // Messages may quote bytes of a garbage input; invalid UTF-8 is replaced
+    // (U+FFFD) rather than thrown, so the report is always valid JSON.
+    std::cout << out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
   } else if (reports.size() > 1) {
     std::cout << "\n" << summary_line(reports) << "\n";
   }

@@ -9,7 +9,9 @@
 
 namespace shardproof {
 
-std::string map_function_key(const std::string& fn) { return "map:" + fn; }
+std::string map_function_key(const std::string& fn) {
+  return "map:" + fn;
+}
 
 namespace {
 
@@ -54,29 +56,55 @@ using V = ConcreteAlgebra::Value;
 
 V ConcreteAlgebra::constant(const Rational& r, DClass cls) {
   if (cls == DClass::Bool) return V(r != 0 ? 1 : 0);
-  return r;
+  V v = r;
+  v.canonicalize();  // GMP arithmetic requires canonical operands
+  return v;
 }
-V ConcreteAlgebra::add(const V& a, const V& b) { return V(a + b); }
-V ConcreteAlgebra::sub(const V& a, const V& b) { return V(a - b); }
-V ConcreteAlgebra::mul(const V& a, const V& b) { return V(a * b); }
+V ConcreteAlgebra::add(const V& a, const V& b) {
+  return V(a + b);
+}
+V ConcreteAlgebra::sub(const V& a, const V& b) {
+  return V(a - b);
+}
+V ConcreteAlgebra::mul(const V& a, const V& b) {
+  return V(a * b);
+}
 V ConcreteAlgebra::div(const V& a, const V& b) {
   if (b == 0) throw EvalError("division by zero");
   return V(a / b);
 }
-V ConcreteAlgebra::neg(const V& a) { return V(-a); }
-V ConcreteAlgebra::maximum(const V& a, const V& b) { return a >= b ? a : b; }
-V ConcreteAlgebra::minimum(const V& a, const V& b) { return a <= b ? a : b; }
+V ConcreteAlgebra::neg(const V& a) {
+  return V(-a);
+}
+V ConcreteAlgebra::maximum(const V& a, const V& b) {
+  return a >= b ? a : b;
+}
+V ConcreteAlgebra::minimum(const V& a, const V& b) {
+  return a <= b ? a : b;
+}
 V ConcreteAlgebra::sum(const std::vector<V>& terms) {
   V total(0);
   for (const V& t : terms) total += t;
   return total;
 }
-V ConcreteAlgebra::lt(const V& a, const V& b) { return V(a < b ? 1 : 0); }
-V ConcreteAlgebra::le(const V& a, const V& b) { return V(a <= b ? 1 : 0); }
-V ConcreteAlgebra::gt(const V& a, const V& b) { return V(a > b ? 1 : 0); }
-V ConcreteAlgebra::ge(const V& a, const V& b) { return V(a >= b ? 1 : 0); }
-V ConcreteAlgebra::eq(const V& a, const V& b) { return V(a == b ? 1 : 0); }
-V ConcreteAlgebra::select(const V& cond, const V& a, const V& b) { return cond != 0 ? a : b; }
+V ConcreteAlgebra::lt(const V& a, const V& b) {
+  return V(a < b ? 1 : 0);
+}
+V ConcreteAlgebra::le(const V& a, const V& b) {
+  return V(a <= b ? 1 : 0);
+}
+V ConcreteAlgebra::gt(const V& a, const V& b) {
+  return V(a > b ? 1 : 0);
+}
+V ConcreteAlgebra::ge(const V& a, const V& b) {
+  return V(a >= b ? 1 : 0);
+}
+V ConcreteAlgebra::eq(const V& a, const V& b) {
+  return V(a == b ? 1 : 0);
+}
+V ConcreteAlgebra::select(const V& cond, const V& a, const V& b) {
+  return cond != 0 ? a : b;
+}
 V ConcreteAlgebra::call(const std::string& fn, const std::vector<V>& args) {
   return functions_.call(fn, args);
 }

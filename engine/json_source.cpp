@@ -6,7 +6,7 @@
 #include <exception>
 #include <unordered_set>
 
-namespace shardproof::json {
+namespace shardproof::jsonsrc {
 namespace {
 
 // One value or key as it starts in the text; numbers keep their text.
@@ -16,14 +16,20 @@ struct Token {
   size_t begin = 0, end = 0;
 };
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 bool is_structural(char c) {
   return c == '{' || c == '}' || c == '[' || c == ']' || c == ',' || c == ':' || c == '"';
 }
 // UTF-8 continuation bytes do not start a code point, so they add no column.
-bool starts_code_point(char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }
+bool starts_code_point(char c) {
+  return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+}
 
-size_t bom_length(const std::string& text) { return text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0; }
+size_t bom_length(const std::string& text) {
+  return text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
+}
 
 // Walks the text once, tracking line:column, and lists where every value and
 // key starts, in document order: the same order nlohmann's SAX events come in.
@@ -143,7 +149,9 @@ class Builder : public nlohmann::json_sax<nl> {
     leaf(Value::Kind::String)->text = std::move(val);
     return true;
   }
-  bool binary(binary_t&) override { return fail_at(next_value_pos(), "binary values are not JSON"); }
+  bool binary(binary_t&) override {
+    return fail_at(next_value_pos(), "binary values are not JSON");
+  }
 
   bool start_object(std::size_t) override { return open(Value::Kind::Object); }
   bool start_array(std::size_t) override { return open(Value::Kind::Array); }
@@ -154,8 +162,8 @@ class Builder : public nlohmann::json_sax<nl> {
     Token tok = next_token();
     std::unordered_set<std::string>& seen = seen_keys_.back();
     if (!seen.insert(val).second) {
-      error_ = ParseError{"duplicate-key", "duplicate key \"" + val + "\" in an object",
-                          tok.pos, pointer_here() + "/" + pointer_token(val)};
+      error_ = ParseError{"duplicate-key", "duplicate key \"" + val + "\" in an object", tok.pos,
+                          pointer_here() + "/" + pointer_token(val)};
       return false;
     }
     pending_key_ = std::move(val);
@@ -256,10 +264,18 @@ void append_string(std::string& out, const std::string& s) {
 
 void serialize_into(std::string& out, const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Null: out += "null"; break;
-    case Value::Kind::Bool: out += v.boolean ? "true" : "false"; break;
-    case Value::Kind::Number: out += v.text; break;
-    case Value::Kind::String: append_string(out, v.text); break;
+    case Value::Kind::Null:
+      out += "null";
+      break;
+    case Value::Kind::Bool:
+      out += v.boolean ? "true" : "false";
+      break;
+    case Value::Kind::Number:
+      out += v.text;
+      break;
+    case Value::Kind::String:
+      append_string(out, v.text);
+      break;
     case Value::Kind::Array:
       out += '[';
       for (size_t i = 0; i < v.items.size(); ++i) {
@@ -291,26 +307,35 @@ int Value::find(const std::string& key) const {
 
 const char* kind_name(Value::Kind kind) {
   switch (kind) {
-    case Value::Kind::Null: return "null";
-    case Value::Kind::Bool: return "a boolean";
-    case Value::Kind::Number: return "a number";
-    case Value::Kind::String: return "a string";
-    case Value::Kind::Array: return "an array";
-    case Value::Kind::Object: return "an object";
+    case Value::Kind::Null:
+      return "null";
+    case Value::Kind::Bool:
+      return "a boolean";
+    case Value::Kind::Number:
+      return "a number";
+    case Value::Kind::String:
+      return "a string";
+    case Value::Kind::Array:
+      return "an array";
+    case Value::Kind::Object:
+      return "an object";
   }
   return "?";
 }
 
 std::string describe(const Value& value) {
   switch (value.kind) {
-    case Value::Kind::Bool: return value.boolean ? "true" : "false";
-    case Value::Kind::Number: return "number " + value.text;
+    case Value::Kind::Bool:
+      return value.boolean ? "true" : "false";
+    case Value::Kind::Number:
+      return "number " + value.text;
     case Value::Kind::String: {
       std::string s;
       append_string(s, value.text.size() > 60 ? value.text.substr(0, 60) + "..." : value.text);
       return "string " + s;
     }
-    default: return kind_name(value.kind);
+    default:
+      return kind_name(value.kind);
   }
 }
 
@@ -339,7 +364,8 @@ ParseResult parse(const std::string& text, int max_depth) {
     Builder builder(text, Scanner(text).run(), max_depth);
     bool ok = nl::sax_parse(text.begin(), text.end(), &builder, nl::input_format_t::json, true);
     if (!ok || builder.error() || !builder.root()) {
-      ParseError err = builder.error().value_or(ParseError{"json", "not a JSON document", {1, 1}, ""});
+      ParseError err =
+          builder.error().value_or(ParseError{"json", "not a JSON document", {1, 1}, ""});
       result.error = std::move(err);
     } else {
       result.value = std::move(builder.root());
@@ -352,4 +378,4 @@ ParseResult parse(const std::string& text, int max_depth) {
   return result;
 }
 
-}  // namespace shardproof::json
+}  // namespace shardproof::jsonsrc

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace shardproof::json {
+namespace shardproof::jsonsrc {
 
 struct Pos {
   int line = 0;    // 1-based
@@ -57,4 +57,4 @@ constexpr int kMaxDepth = 256;
 // Never throws for any input (binary garbage, truncation, deep nesting).
 ParseResult parse(const std::string& text, int max_depth = kMaxDepth);
 
-}  // namespace shardproof::json
+}  // namespace shardproof::jsonsrc

@@ -50,6 +50,14 @@ class AxisRelations {
   // The axis must keep its full size (integer positions, reshapes that
   // cannot be mapped, anything whose semantics depends on exact sizes).
   virtual void freeze(AxisRef a) = 0;
+  // An output axis along which some operand's values are repeated
+  // (broadcasting, expand, const): a sum along it counts the copies.
+  virtual void broadcast(AxisRef /*out_axis*/) {}
+  // An input axis whose values are combined into one (sum, mean, max,
+  // contraction, the reductions inside softmax and norms). A line that is
+  // both broadcast and combined keeps its full size: reducing it would
+  // change the count of repeated values (docs/soundness.md).
+  virtual void combine(AxisRef /*in_axis*/) {}
 };
 
 // Maps a full-size position on an operand axis to its reduced position.

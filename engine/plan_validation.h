@@ -24,11 +24,11 @@ struct InvalidPlan {
 // A JSON value together with the file and JSON pointer it was read from.
 class Node {
  public:
-  Node(const json::Value& value, const std::string& file, std::string pointer)
+  Node(const jsonsrc::Value& value, const std::string& file, std::string pointer)
       : v_(&value), file_(&file), ptr_(std::move(pointer)) {}
 
-  const json::Value& value() const { return *v_; }
-  const json::Value* operator->() const { return v_; }
+  const jsonsrc::Value& value() const { return *v_; }
+  const jsonsrc::Value* operator->() const { return v_; }
   const std::string& file() const { return *file_; }
   const std::string& pointer() const { return ptr_; }
 
@@ -45,7 +45,7 @@ class Node {
                                  const std::string& what) const;
 
  private:
-  const json::Value* v_;
+  const jsonsrc::Value* v_;
   const std::string* file_;
   std::string ptr_;
 };
@@ -67,9 +67,9 @@ Node require(const Node& obj, const std::string& key, const std::string& what,
 // Positions kept from reading a graph, for messages of later checks.
 struct GraphSyntax {
   std::optional<Node> root;
-  std::vector<Node> tensor_decls;            // per tensor
+  std::vector<Node> tensor_decls;             // per tensor
   std::vector<std::optional<Node>> of_nodes;  // per tensor: its "of", if any
-  std::vector<Node> ops;                     // per op
+  std::vector<Node> ops;                      // per op
   std::optional<Node> inputs, outputs;
 };
 

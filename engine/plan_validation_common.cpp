@@ -8,22 +8,27 @@ namespace shardproof::plan_detail {
 namespace {
 
 [[noreturn]] void throw_at(const std::string& rule, const std::string& file,
-                           const std::string& pointer, json::Pos pos, const std::string& message) {
+                           const std::string& pointer, jsonsrc::Pos pos,
+                           const std::string& message) {
   throw InvalidPlan{Diagnostic{rule, file, pointer, pos.line, pos.column, message}};
 }
 
-std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string quoted(std::string_view s) {
+  return "\"" + std::string(s) + "\"";
+}
 
 }  // namespace
 
-Node Node::item(size_t i) const { return Node(v_->items.at(i), *file_, ptr_ + "/" + std::to_string(i)); }
+Node Node::item(size_t i) const {
+  return Node(v_->items.at(i), *file_, ptr_ + "/" + std::to_string(i));
+}
 
 Node Node::member(size_t i) const {
-  return Node(v_->items.at(i), *file_, ptr_ + "/" + json::pointer_token(v_->keys.at(i)));
+  return Node(v_->items.at(i), *file_, ptr_ + "/" + jsonsrc::pointer_token(v_->keys.at(i)));
 }
 
 std::optional<Node> Node::get(const std::string& key) const {
-  if (!v_->is(json::Value::Kind::Object)) return std::nullopt;
+  if (!v_->is(jsonsrc::Value::Kind::Object)) return std::nullopt;
   int i = v_->find(key);
   if (i < 0) return std::nullopt;
   return member(static_cast<size_t>(i));
@@ -34,58 +39,57 @@ void Node::fail(const std::string& rule, const std::string& message) const {
 }
 
 void Node::fail_at_key(size_t i, const std::string& rule, const std::string& message) const {
-  throw_at(rule, *file_, ptr_ + "/" + json::pointer_token(v_->keys.at(i)), v_->key_pos.at(i),
+  throw_at(rule, *file_, ptr_ + "/" + jsonsrc::pointer_token(v_->keys.at(i)), v_->key_pos.at(i),
            message);
 }
 
 void Node::fail_missing(const std::string& key, const std::string& rule,
                         const std::string& what) const {
-  throw_at(rule, *file_, ptr_ + "/" + json::pointer_token(key), v_->pos,
+  throw_at(rule, *file_, ptr_ + "/" + jsonsrc::pointer_token(key), v_->pos,
            what + " needs the key " + quoted(key) + ", which is missing");
 }
 
 void expect_object(const Node& n, const std::string& what) {
-  if (!n->is(json::Value::Kind::Object))
-    n.fail("type", what + ": expected an object, found " + json::describe(n.value()));
+  if (!n->is(jsonsrc::Value::Kind::Object))
+    n.fail("type", what + ": expected an object, found " + jsonsrc::describe(n.value()));
 }
 
 void expect_array(const Node& n, const std::string& what, const std::string& rule) {
-  if (!n->is(json::Value::Kind::Array))
-    n.fail(rule, what + ": expected an array, found " + json::describe(n.value()));
+  if (!n->is(jsonsrc::Value::Kind::Array))
+    n.fail(rule, what + ": expected an array, found " + jsonsrc::describe(n.value()));
 }
 
 const std::string& expect_string(const Node& n, const std::string& what, const std::string& rule) {
-  if (!n->is(json::Value::Kind::String))
-    n.fail(rule, what + ": expected a string, found " + json::describe(n.value()));
+  if (!n->is(jsonsrc::Value::Kind::String))
+    n.fail(rule, what + ": expected a string, found " + jsonsrc::describe(n.value()));
   return n->text;
 }
 
 int64_t expect_int(const Node& n, const std::string& rule, const std::string& what, int64_t lo,
                    int64_t hi) {
   std::string range = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  if (hi == INT64_MAX) range = lo == 0 ? "a non-negative integer" : lo == 1 ? "a positive integer"
-                                                                             : range;
-  if (!n->is(json::Value::Kind::Number))
-    n.fail(rule, what + ": expected " + range + ", found " + json::describe(n.value()));
+  if (hi == INT64_MAX)
+    range = lo == 0 ? "a non-negative integer" : lo == 1 ? "a positive integer" : range;
+  if (!n->is(jsonsrc::Value::Kind::Number))
+    n.fail(rule, what + ": expected " + range + ", found " + jsonsrc::describe(n.value()));
   std::optional<Rational> r = parse_exact_number(n->text);
   if (!r || !rational_is_int64(*r))
-    n.fail(rule, what + ": expected " + range + ", found " + json::describe(n.value()));
+    n.fail(rule, what + ": expected " + range + ", found " + jsonsrc::describe(n.value()));
   int64_t v = rational_to_int64(*r);
-  if (v < lo || v > hi)
-    n.fail(rule, what + ": expected " + range + ", found " + std::to_string(v));
+  if (v < lo || v > hi) n.fail(rule, what + ": expected " + range + ", found " + std::to_string(v));
   return v;
 }
 
 void check_keys(const Node& obj, std::initializer_list<std::string_view> allowed,
                 const std::string& what) {
-  const json::Value& v = obj.value();
+  const jsonsrc::Value& v = obj.value();
   for (size_t i = 0; i < v.keys.size(); ++i) {
     if (std::find(allowed.begin(), allowed.end(), v.keys[i]) != allowed.end()) continue;
     std::string list;
     for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + quoted(a);
-    obj.fail_at_key(i, "unknown-key",
-                    "unknown key " + quoted(v.keys[i]) + " in " + what + " (allowed: " + list +
-                        ")");
+    obj.fail_at_key(
+        i, "unknown-key",
+        "unknown key " + quoted(v.keys[i]) + " in " + what + " (allowed: " + list + ")");
   }
 }
 

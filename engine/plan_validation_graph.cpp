@@ -14,9 +14,11 @@
 namespace shardproof::plan_detail {
 namespace {
 
-using Kind = json::Value::Kind;
+using Kind = jsonsrc::Value::Kind;
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+std::string quoted(const std::string& s) {
+  return "\"" + s + "\"";
+}
 
 // Bigger shapes would overflow element counts elsewhere.
 constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 4;
@@ -55,7 +57,8 @@ Attr read_attr(const Node& n) {
         n.fail("attr-value", "attribute fraction " + quoted(n->text) + " has a zero denominator");
       return Attr::of_number(*r);
     }
-    case Kind::Bool: return Attr::of_bool(n->boolean);
+    case Kind::Bool:
+      return Attr::of_bool(n->boolean);
     case Kind::Array: {
       std::vector<Attr> items;
       for (size_t i = 0; i < n->items.size(); ++i) items.push_back(read_attr(n.item(i)));
@@ -63,7 +66,7 @@ Attr read_attr(const Node& n) {
     }
     default:
       n.fail("attr-value", "an attribute value must be a number, string, boolean or list; found " +
-                               json::describe(n.value()));
+                               jsonsrc::describe(n.value()));
   }
 }
 
@@ -90,7 +93,9 @@ class GraphReader {
   }
 
  private:
-  const char* graph_name() const { return g_.parallel ? "the parallel graph" : "the logical graph"; }
+  const char* graph_name() const {
+    return g_.parallel ? "the parallel graph" : "the logical graph";
+  }
 
   void read_top() {
     expect_object(node_, graph_name());
@@ -100,8 +105,9 @@ class GraphReader {
       if (!world) node_.fail_missing("world", "world", graph_name());
       g_.world = static_cast<int>(expect_int(*world, "world", "world", 1, 1 << 20));
     } else if (world) {
-      world->fail("world", "\"world\" belongs to the parallel graph only; the logical graph "
-                           "runs on one device");
+      world->fail("world",
+                  "\"world\" belongs to the parallel graph only; the logical graph "
+                  "runs on one device");
     }
     syn_.inputs = require(node_, "inputs", graph_name());
     syn_.outputs = require(node_, "outputs", graph_name());
@@ -128,8 +134,9 @@ class GraphReader {
     Node dtype = require(n, "dtype", what, "dtype");
     std::optional<DType> dt = parse_dtype(expect_string(dtype, what + " dtype", "dtype"));
     if (!dt)
-      dtype.fail("dtype", what + ": dtype must be one of f32, f16, bf16, f64, i32, i64, bool; found " +
-                              json::describe(dtype.value()));
+      dtype.fail("dtype", what +
+                              ": dtype must be one of f32, f16, bf16, f64, i32, i64, bool; found " +
+                              jsonsrc::describe(dtype.value()));
     t.dtype = *dt;
     read_placement(n, what, t);
     syn_.tensor_decls.push_back(n);
@@ -157,8 +164,8 @@ class GraphReader {
       int64_t d = expect_int(n.item(i), "shape", what + " shape[" + std::to_string(i) + "]", 0,
                              std::numeric_limits<int64_t>::max());
       if (d > 0 && elements > kMaxElements / d)
-        n.fail("shape", what + ": shape has more than " + std::to_string(kMaxElements) +
-                            " elements");
+        n.fail("shape",
+               what + ": shape has more than " + std::to_string(kMaxElements) + " elements");
       elements *= d > 0 ? d : 1;
       shape.push_back(d);
     }
@@ -255,8 +262,10 @@ class GraphReader {
         rank->fail("group", what + ": a collective runs on its group; it takes no \"rank\"");
       op.group = read_group(*group, what);
     } else {
-      if (group) group->fail("group", what + ": only collectives have a group; " + op.op + " is not one");
-      if (rank) op.rank = static_cast<int>(expect_int(*rank, "rank", what + " rank", 0, g_.world - 1));
+      if (group)
+        group->fail("group", what + ": only collectives have a group; " + op.op + " is not one");
+      if (rank)
+        op.rank = static_cast<int>(expect_int(*rank, "rank", what + " rank", 0, g_.world - 1));
     }
   }
 
@@ -266,8 +275,8 @@ class GraphReader {
     std::vector<int> group;
     for (size_t i = 0; i < n->items.size(); ++i) {
       Node item = n.item(i);
-      int r = static_cast<int>(expect_int(item, "group", what + " group[" + std::to_string(i) + "]",
-                                          0, g_.world - 1));
+      int r = static_cast<int>(
+          expect_int(item, "group", what + " group[" + std::to_string(i) + "]", 0, g_.world - 1));
       if (std::find(group.begin(), group.end(), r) != group.end())
         item.fail("group", what + ": rank " + std::to_string(r) + " appears twice in the group");
       group.push_back(r);
@@ -282,8 +291,8 @@ class GraphReader {
     for (size_t i = 0; i < g_.inputs.size(); ++i) {
       int t = g_.inputs[i];
       if (is_input[t])
-        syn_.inputs->item(i).fail("ssa", "tensor " + quoted(g_.tensors[t].name) +
-                                             " is listed twice in inputs");
+        syn_.inputs->item(i).fail(
+            "ssa", "tensor " + quoted(g_.tensors[t].name) + " is listed twice in inputs");
       is_input[t] = true;
     }
     for (const Op& op : g_.ops) {
@@ -327,17 +336,19 @@ class GraphReader {
         const TensorDecl& t = g_.tensors[ts[j]];
         if (t.rank != rank)
           n.get(key)->item(j).fail(
-              "placement", "op " + op.display_name() + " (" + op.op + ") is not a collective, so all its tensors live on one rank; " +
+              "placement", "op " + op.display_name() + " (" + op.op +
+                               ") is not a collective, so all its tensors live on one rank; " +
                                quoted(t.name) + " is on rank " + std::to_string(t.rank) + " but " +
-                               quoted(g_.tensors[first].name) + " is on rank " + std::to_string(rank));
+                               quoted(g_.tensors[first].name) + " is on rank " +
+                               std::to_string(rank));
       }
     };
     check(op.in, "in");
     check(op.out, "out");
     if (op.rank >= 0 && op.rank != rank)
       n.get("rank")->fail("placement", "op " + op.display_name() + " says rank " +
-                                           std::to_string(op.rank) + " but its tensors are on rank " +
-                                           std::to_string(rank));
+                                           std::to_string(op.rank) +
+                                           " but its tensors are on rank " + std::to_string(rank));
     op.rank = rank;
   }
 
@@ -348,23 +359,23 @@ class GraphReader {
     size_t g = op.group.size();
     bool send = op.op == "send";
     if (send && (g != 2 || op.in.size() != 1 || op.out.size() != 1))
-      n.fail("group", what + ": send needs group [src, dst], one input and one output; found a group of " +
-                          std::to_string(g) + ", " + std::to_string(op.in.size()) + " input(s), " +
-                          std::to_string(op.out.size()) + " output(s)");
+      n.fail("group",
+             what + ": send needs group [src, dst], one input and one output; found a group of " +
+                 std::to_string(g) + ", " + std::to_string(op.in.size()) + " input(s), " +
+                 std::to_string(op.out.size()) + " output(s)");
     if (!send && (op.in.size() != g || op.out.size() != g))
-      n.fail("group", what + ": needs one input and one output per group rank (" + std::to_string(g) +
-                          "); found " + std::to_string(op.in.size()) + " input(s) and " +
-                          std::to_string(op.out.size()) + " output(s)");
+      n.fail("group", what + ": needs one input and one output per group rank (" +
+                          std::to_string(g) + "); found " + std::to_string(op.in.size()) +
+                          " input(s) and " + std::to_string(op.out.size()) + " output(s)");
     auto check = [&](const std::vector<int>& ts, const char* key, size_t offset) {
       for (size_t j = 0; j < ts.size(); ++j) {
         const TensorDecl& t = g_.tensors[ts[j]];
         int want = op.group[j + offset];
         if (t.rank != want)
-          n.get(key)->item(j).fail("placement", what + ": " + key + "[" + std::to_string(j) +
-                                                    "] must live on rank " + std::to_string(want) +
-                                                    " (group[" + std::to_string(j + offset) + "]); " +
-                                                    quoted(t.name) + " is on rank " +
-                                                    std::to_string(t.rank));
+          n.get(key)->item(j).fail(
+              "placement", what + ": " + key + "[" + std::to_string(j) + "] must live on rank " +
+                               std::to_string(want) + " (group[" + std::to_string(j + offset) +
+                               "]); " + quoted(t.name) + " is on rank " + std::to_string(t.rank));
       }
     };
     check(op.in, "in", 0);
@@ -399,9 +410,9 @@ class GraphReader {
   // Every op left unsorted has an unsorted producer: walking back from one
   // must come round to an op already seen.
   [[noreturn]] void report_cycle(const std::vector<int>& pending) {
-    int start = static_cast<int>(std::find_if(pending.begin(), pending.end(),
-                                              [](int p) { return p > 0; }) -
-                                 pending.begin());
+    int start =
+        static_cast<int>(std::find_if(pending.begin(), pending.end(), [](int p) { return p > 0; }) -
+                         pending.begin());
     std::vector<int> path;
     std::vector<int> seen_at(g_.ops.size(), -1);
     int cur = start;
@@ -419,6 +430,7 @@ class GraphReader {
     // path[seen_at[cur]..] walks the cycle backwards; print it forwards.
     std::vector<int> cycle(path.begin() + seen_at[cur], path.end());
     std::reverse(cycle.begin(), cycle.end());
+    std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
     std::string text;
     for (size_t k = 0; k < cycle.size(); ++k) {
       const Op& a = g_.ops[cycle[k]];
@@ -428,8 +440,7 @@ class GraphReader {
         if (g_.producer[t] == a.index) via = g_.tensors[t].name;
       text += (k ? "" : quoted(a.display_name())) + " --" + via + "--> " + quoted(b.display_name());
     }
-    int first = *std::min_element(cycle.begin(), cycle.end());
-    syn_.ops[first].fail("cycle", std::string(graph_name()) + " has a cycle: " + text);
+    syn_.ops[cycle[0]].fail("cycle", std::string(graph_name()) + " has a cycle: " + text);
   }
 
   void check_shapes() {
@@ -464,11 +475,11 @@ class GraphReader {
                                               " gives output " + std::to_string(j) + " shape " +
                                               shape_to_string(got.shape));
     if (dclass_of(t.dtype) != dclass_of(got.dtype))
-      decl.get("dtype")->fail("op-dtype", "tensor " + quoted(t.name) + " is declared " +
-                                              dtype_name(t.dtype) + " (" + dclass_name(dclass_of(t.dtype)) +
-                                              ") but " + label + " gives output " + std::to_string(j) +
-                                              " a " + dclass_name(dclass_of(got.dtype)) + " dtype (" +
-                                              dtype_name(got.dtype) + ")");
+      decl.get("dtype")->fail(
+          "op-dtype", "tensor " + quoted(t.name) + " is declared " + dtype_name(t.dtype) + " (" +
+                          dclass_name(dclass_of(t.dtype)) + ") but " + label + " gives output " +
+                          std::to_string(j) + " a " + dclass_name(dclass_of(got.dtype)) +
+                          " dtype (" + dtype_name(got.dtype) + ")");
   }
 
   const Node& node_;

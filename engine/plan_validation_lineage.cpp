@@ -1,6 +1,8 @@
 // Lineage ("of") of parallel tensors: structure, and the rules that tie the
 // parallel graph to the logical one (inputs, outputs, coverage, part sets).
+#include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "engine/plan_validation.h"
@@ -8,7 +10,9 @@
 namespace shardproof::plan_detail {
 namespace {
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+std::string quoted(const std::string& s) {
+  return "\"" + s + "\"";
+}
 
 using Box = SliceSpec;
 
@@ -20,7 +24,9 @@ Shape extent(const SliceSpec& slice) {
 
 // Every part set is named by (tensor, slice, n).
 using PartSetKey = std::tuple<std::string, SliceSpec, int64_t>;
-PartSetKey part_set_of(const Lineage& lin) { return {lin.tensor, lin.slice, lin.part_n}; }
+PartSetKey part_set_of(const Lineage& lin) {
+  return {lin.tensor, lin.slice, lin.part_n};
+}
 
 class LineageChecker {
  public:
@@ -46,7 +52,8 @@ class LineageChecker {
     Node tn = require(n, "tensor", what, "lineage");
     lin.tensor = expect_string(tn, what + " tensor", "lineage");
     int lt = lg_.find(lin.tensor);
-    if (lt < 0) tn.fail("lineage", what + ": the logical graph has no tensor " + quoted(lin.tensor));
+    if (lt < 0)
+      tn.fail("lineage", what + ": the logical graph has no tensor " + quoted(lin.tensor));
     const TensorDecl& logical = lg_.tensors[lt];
     lin.slice = read_slice(n.get("slice"), logical, what);
     if (std::optional<Node> part = n.get("part")) read_part(*part, what, lin);
@@ -72,8 +79,8 @@ class LineageChecker {
       std::string rw = what + " slice[" + std::to_string(d) + "]";
       expect_array(r, rw, "lineage-slice");
       if (r->items.size() != 2)
-        r.fail("lineage-slice", rw + ": expected [lo, hi], found " +
-                                    std::to_string(r->items.size()) + " numbers");
+        r.fail("lineage-slice",
+               rw + ": expected [lo, hi], found " + std::to_string(r->items.size()) + " numbers");
       int64_t size = logical.shape[d];
       int64_t lo = expect_int(r.item(0), "lineage-slice", rw + " lo", 0, size);
       int64_t hi = expect_int(r.item(1), "lineage-slice", rw + " hi", lo, size);
@@ -85,8 +92,8 @@ class LineageChecker {
   void read_part(const Node& n, const std::string& what, Lineage& lin) {
     expect_array(n, what + " part", "lineage-part");
     if (n->items.size() != 2)
-      n.fail("lineage-part", what + ": part is [k, n], found " + std::to_string(n->items.size()) +
-                                 " numbers");
+      n.fail("lineage-part",
+             what + ": part is [k, n], found " + std::to_string(n->items.size()) + " numbers");
     lin.has_part = true;
     lin.part_n = expect_int(n.item(1), "lineage-part", what + " part n", 1, INT64_MAX);
     lin.part_k = expect_int(n.item(0), "lineage-part", what + " part k", 0, lin.part_n - 1);
@@ -97,11 +104,11 @@ class LineageChecker {
     const TensorDecl& decl = pg_.tensors[t];
     const Node& dn = psyn_.tensor_decls[t];
     if (dclass_of(decl.dtype) != dclass_of(logical.dtype))
-      dn.get("dtype")->fail("lineage-dtype",
-                            quoted(decl.name) + " is " + dtype_name(decl.dtype) + " (" +
-                                dclass_name(dclass_of(decl.dtype)) + ") but claims " +
-                                quoted(logical.name) + ", which is " + dtype_name(logical.dtype) +
-                                " (" + dclass_name(dclass_of(logical.dtype)) + ")");
+      dn.get("dtype")->fail("lineage-dtype", quoted(decl.name) + " is " + dtype_name(decl.dtype) +
+                                                 " (" + dclass_name(dclass_of(decl.dtype)) +
+                                                 ") but claims " + quoted(logical.name) +
+                                                 ", which is " + dtype_name(logical.dtype) + " (" +
+                                                 dclass_name(dclass_of(logical.dtype)) + ")");
     if (decl.shape != extent(lin.slice))
       dn.get("shape")->fail("lineage-shape", quoted(decl.name) + " has shape " +
                                                  shape_to_string(decl.shape) + " but claims " +
@@ -133,9 +140,9 @@ class LineageChecker {
   void check_outputs() {
     for (int t : pg_.outputs)
       if (!pg_.tensors[t].of)
-        psyn_.tensor_decls[t].fail("lineage-output", "parallel output " +
-                                                         quoted(pg_.tensors[t].name) +
-                                                         " has no lineage (\"of\")");
+        psyn_.tensor_decls[t].fail(
+            "lineage-output",
+            "parallel output " + quoted(pg_.tensors[t].name) + " has no lineage (\"of\")");
   }
 
   // Project rule: a part set that appears anywhere is complete (0..n-1).
@@ -207,17 +214,22 @@ class LineageChecker {
       if (boxes.empty()) return prefix;
       return std::nullopt;
     }
-    std::set<int64_t> cuts = {0, shape[d]};
+    std::set<int64_t> cut_set = {0, shape[d]};
     for (const Box& b : boxes)
-      for (int64_t c : {b[d].first, b[d].second}) cuts.insert(c);
-    for (auto it = cuts.begin(); std::next(it) != cuts.end(); ++it) {
-      int64_t lo = *it, hi = *std::next(it);
-      if (lo == hi) continue;
-      std::vector<Box> spanning;
-      for (const Box& b : boxes)
-        if (b[d].first <= lo && hi <= b[d].second) spanning.push_back(b);
-      prefix.push_back(lo);
-      if (std::optional<std::vector<int64_t>> hole = uncovered(shape, spanning, prefix)) return hole;
+      for (int64_t c : {b[d].first, b[d].second}) cut_set.insert(c);
+    std::vector<int64_t> cuts(cut_set.begin(), cut_set.end());
+    // Each box goes to the segments it spans: near-linear for partitions.
+    std::vector<std::vector<Box>> spanning(cuts.size() - 1);
+    for (const Box& b : boxes) {
+      size_t first = std::lower_bound(cuts.begin(), cuts.end(), b[d].first) - cuts.begin();
+      size_t last = std::lower_bound(cuts.begin(), cuts.end(), b[d].second) - cuts.begin();
+      for (size_t s = first; s < last; ++s) spanning[s].push_back(b);
+    }
+    for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+      if (cuts[s] >= shape[d]) break;
+      prefix.push_back(cuts[s]);
+      if (std::optional<std::vector<int64_t>> hole = uncovered(shape, spanning[s], prefix))
+        return hole;
       prefix.pop_back();
     }
     return std::nullopt;

@@ -2,6 +2,7 @@
 // person, JSON for tools). The JSON schema is documented in docs/cli.md.
 #include "engine/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -68,19 +69,79 @@ std::string shorten(std::string s) {
   return s;
 }
 
-// One line per top-level key ("inp = [[1,0],[0,2]]"); anything else is dumped
-// compactly. The engine decides the counterexample's shape, so this only
-// assumes it is JSON.
+// Never throws on invalid UTF-8 inside strings (replaced by U+FFFD).
+std::string compact(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// {"shape": [...], "values": [...]}: how the engine writes a tensor's values.
+bool is_tensor_value(const nlohmann::json& v) {
+  return v.is_object() && v.contains("shape") && v.contains("values") && v["values"].is_array();
+}
+
+// "[2, 2] = -1 -1 1 1" (values row-major, at most kMaxTextValues of them).
+std::string tensor_value_to_text(const nlohmann::json& v) {
+  constexpr size_t kMaxTextValues = 16;
+  std::string out = compact(v["shape"]) + " =";
+  const nlohmann::json& values = v["values"];
+  for (size_t i = 0; i < values.size() && i < kMaxTextValues; ++i) {
+    out += " " + (values[i].is_string() ? values[i].get<std::string>() : compact(values[i]));
+  }
+  if (values.size() > kMaxTextValues || v.value("truncated", nlohmann::json(false)) == true) {
+    out += " ...";
+  }
+  return out;
+}
+
+// The engine decides the counterexample's shape; known patterns (named
+// tensors, lists of per-element differences) get one line each, anything
+// else is dumped compactly on one line.
 void counterexample_to_text(const nlohmann::json& cex, std::ostringstream& out) {
   if (cex.is_null()) return;
-  if (cex.is_object() && !cex.empty()) {
-    out << "    counterexample:\n";
-    for (const auto& [key, value] : cex.items()) {
-      out << "      " << key << " = " << shorten(value.dump()) << "\n";
-    }
+  if (!cex.is_object() || cex.empty()) {
+    out << "    counterexample: " << shorten(compact(cex)) << "\n";
     return;
   }
-  out << "    counterexample: " << shorten(cex.dump()) << "\n";
+  bool reduced = cex.value("reduced", nlohmann::json(false)) == true;
+  out << "    counterexample" << (reduced ? " (reduced sizes)" : "") << ":\n";
+  // Inputs first, then what they produce: named tensors, other values, and
+  // the per-element differences last (JSON objects arrive sorted by key).
+  for (int pass = 0; pass < 3; ++pass) {
+    for (const auto& [key, value] : cex.items()) {
+      if (key == "reduced" && value.is_boolean()) continue;
+      bool tensors = value.is_object() && !value.empty() &&
+                     std::all_of(value.begin(), value.end(), is_tensor_value);
+      bool rows = value.is_array() && !value.empty() &&
+                  std::all_of(value.begin(), value.end(), [](const nlohmann::json& row) {
+                    return row.is_object() && row.contains("element");
+                  });
+      int order = (tensors || is_tensor_value(value)) ? 0 : rows ? 2 : 1;
+      if (order != pass) continue;
+      if (tensors) {
+        out << "      " << key << ":\n";
+        for (const auto& [name, v] : value.items()) {
+          out << "        " << name << " " << shorten(tensor_value_to_text(v)) << "\n";
+        }
+      } else if (rows) {
+        out << "      " << key << ":\n";
+        for (const auto& row : value) {
+          std::string line = compact(row["element"]) + ":";
+          bool first = true;
+          for (const auto& [k, v] : row.items()) {
+            if (k == "element") continue;
+            line += (first ? " " : ", ") + k + " " +
+                    (v.is_string() ? v.get<std::string>() : compact(v));
+            first = false;
+          }
+          out << "        " << shorten(line) << "\n";
+        }
+      } else if (is_tensor_value(value)) {
+        out << "      " << key << " " << shorten(tensor_value_to_text(value)) << "\n";
+      } else {
+        out << "      " << key << " = " << shorten(compact(value)) << "\n";
+      }
+    }
+  }
 }
 
 std::string format_seconds(double seconds) {
@@ -217,12 +278,12 @@ nlohmann::json report_to_json(const Report& report) {
     json error = json::object();
     if (report.invalid) {
       const Diagnostic& d = *report.invalid;
-      error = {{"rule", d.rule},   {"file", d.file},     {"pointer", d.pointer},
-               {"line", d.line},   {"column", d.column}, {"message", d.message}};
+      error = {{"rule", d.rule}, {"file", d.file},     {"pointer", d.pointer},
+               {"line", d.line}, {"column", d.column}, {"message", d.message}};
     } else {
       // An Invalid report without a Diagnostic is an engine slip; still say why.
-      error = {{"rule", ""},  {"file", report.plan_path}, {"pointer", ""},
-               {"line", 0},   {"column", 0},             {"message", report.error}};
+      error = {{"rule", ""},  {"file", report.plan_path}, {"pointer", ""}, {"line", 0},
+               {"column", 0}, {"message", report.error}};
     }
     j["error"] = std::move(error);
   } else if (report.verdict == Verdict::InternalError) {

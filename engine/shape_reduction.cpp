@@ -54,13 +54,20 @@ class AxisLines {
   }
 
   void freeze(int a) { frozen_axes_.insert(a); }
+  void mark_broadcast(int a) { broadcast_axes_.insert(a); }
+  void mark_combined(int a) { combined_axes_.insert(a); }
 
-  // Roots of lines that must keep full size: frozen by an operator, or
-  // related at two different offsets (a shift we do not reason about).
+  // Roots of lines that must keep full size: frozen by an operator, related
+  // at two different offsets (a shift we do not reason about), or both
+  // broadcast and combined (a count of repeated values).
   std::set<int> frozen_roots() const {
     std::set<int> roots;
     for (int a : frozen_axes_) roots.insert(find(a).first);
     for (int c : conflicted_) roots.insert(find(c).first);
+    std::set<int> broadcast_roots;
+    for (int a : broadcast_axes_) broadcast_roots.insert(find(a).first);
+    for (int a : combined_axes_)
+      if (broadcast_roots.count(find(a).first)) roots.insert(find(a).first);
     return roots;
   }
 
@@ -71,6 +78,8 @@ class AxisLines {
   std::vector<int64_t> length_;
   std::set<int> conflicted_;
   std::set<int> frozen_axes_;
+  std::set<int> broadcast_axes_;
+  std::set<int> combined_axes_;
 };
 
 // Piecewise map of one line: boundaries (full positions) -> reduced positions.
@@ -100,6 +109,8 @@ class AxisRelationsImpl : public AxisRelations {
     lines_.relate(axis(part), axis(whole), offset);
   }
   void freeze(AxisRef a) override { lines_.freeze(axis(a)); }
+  void broadcast(AxisRef a) override { lines_.mark_broadcast(axis(a)); }
+  void combine(AxisRef a) override { lines_.mark_combined(axis(a)); }
 
  private:
   int axis(AxisRef r) const {

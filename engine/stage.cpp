@@ -128,10 +128,14 @@ void build_one(const Plan& plan, const GroupKey& key, const std::vector<int>& me
                                par_ops.end();
     if (!produced_inside && par.tensors[t].of) cut.insert(log.find(par.tensors[t].of->tensor));
   }
-  cut.erase(key.logical);
+  // When a parallel input claims the target itself (parts all-reduced into
+  // a replica, a replica forwarded by send), the claim holds for every value
+  // of the target, so the target is cut too and no logical op is needed.
   std::set<int> log_reached;
-  std::vector<int> log_ops = backward_cone(
-      log, {key.logical}, [&](int t) { return cut.count(t) > 0; }, log_reached);
+  std::vector<int> log_ops;
+  if (!cut.count(key.logical))
+    log_ops = backward_cone(
+        log, {key.logical}, [&](int t) { return cut.count(t) > 0; }, log_reached);
 
   StageBuilder builder(plan, stage);
   stage.target = builder.add_logical(key.logical);

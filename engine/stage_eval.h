@@ -62,9 +62,34 @@ StageValues<Alg> evaluate_stage(
     tensor.cls = dclass_of(st.dtype);
     int64_t n = element_count(st.shape);
     tensor.data.reserve(n);
-    for (int64_t i = 0; i < n; ++i) tensor.data.push_back(leaf(logical_leaf_name(t, i), tensor.cls));
+    for (int64_t i = 0; i < n; ++i)
+      tensor.data.push_back(leaf(logical_leaf_name(t, i), tensor.cls));
     values[t] = std::move(tensor);
   }
+  const OpRegistry& registry = OpRegistry::instance();
+  auto run_ops = [&](bool parallel) {
+    for (const StageOp& op : stage.ops) {
+      if (op.parallel != parallel) continue;
+      OpCall call;
+      call.op = op.op;
+      call.attrs = op.attrs;
+      call.group = op.group;
+      std::vector<Tensor<V>> inputs;
+      for (int t : op.in) {
+        inputs.push_back(*values[t]);
+        call.full_in_shapes.push_back(stage.tensors[t].full_shape);
+      }
+      for (int t : op.out) {
+        call.out_shapes.push_back(stage.tensors[t].shape);
+        call.out_dtypes.push_back(stage.tensors[t].dtype);
+      }
+      std::vector<Tensor<V>> outputs = registry.find(op.op)->eval(alg, call, inputs);
+      for (size_t k = 0; k < op.out.size(); ++k) values[op.out[k]] = std::move(outputs[k]);
+    }
+  };
+  // The logical side first: parallel claims may read computed logical tensors
+  // (a replica claiming the stage's own target).
+  run_ops(false);
   // Parallel free tensors: a plain claim is the logical slice itself; parts
   // 0..n-2 of one (tensor, slice, n) are free leaves and part n-1 is the
   // logical slice minus them, which parametrises every set of parts that
@@ -110,24 +135,7 @@ StageValues<Alg> evaluate_stage(
     }
     values[t] = std::move(last);
   }
-  const OpRegistry& registry = OpRegistry::instance();
-  for (const StageOp& op : stage.ops) {
-    OpCall call;
-    call.op = op.op;
-    call.attrs = op.attrs;
-    call.group = op.group;
-    std::vector<Tensor<V>> inputs;
-    for (int t : op.in) {
-      inputs.push_back(*values[t]);
-      call.full_in_shapes.push_back(stage.tensors[t].full_shape);
-    }
-    for (int t : op.out) {
-      call.out_shapes.push_back(stage.tensors[t].shape);
-      call.out_dtypes.push_back(stage.tensors[t].dtype);
-    }
-    std::vector<Tensor<V>> outputs = registry.find(op.op)->eval(alg, call, inputs);
-    for (size_t k = 0; k < op.out.size(); ++k) values[op.out[k]] = std::move(outputs[k]);
-  }
+  run_ops(true);
   return values;
 }
 

@@ -2,9 +2,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
+#include "engine/canonical.h"
 #include "engine/plan_parser.h"
 #include "engine/shape_reduction.h"
 #include "engine/stage.h"
@@ -51,6 +54,19 @@ void combine(const std::vector<StageOutcome>& outcomes, Report& report) {
                         [](const Finding& f) { return f.kind == "mismatch"; });
 }
 
+// Runs body(0..n-1) on up to `jobs` threads (0: all cores).
+void parallel_for(int jobs, size_t n, const std::function<void(size_t)>& body) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) body(i);
+  };
+  std::vector<std::thread> threads;
+  int count = worker_count(jobs, n);
+  for (int i = 1; i < count; ++i) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+}
+
 }  // namespace
 
 Report verify_plan(const Plan& plan, const VerifyOptions& options) {
@@ -67,26 +83,51 @@ Report verify_plan(const Plan& plan, const VerifyOptions& options) {
     std::vector<Stage> stages = build_stages(plan);
     report.stats.stages = static_cast<int64_t>(stages.size());
     std::vector<StageOutcome> outcomes(stages.size());
+    std::vector<std::string> keys(stages.size());
     ProverOptions prover{options.rlimit, options.max_stage_elements};
-    std::atomic<size_t> next{0};
     std::atomic<int64_t> done{0};
     std::mutex progress_mutex;
-    auto work = [&] {
-      for (size_t i = next++; i < stages.size(); i = next++) {
-        if (options.reduce_shapes) reduce_stage(stages[i]);
-        outcomes[i] = prove_stage(stages[i], prover);
-        int64_t finished = ++done;
-        if (options.progress) {
-          std::lock_guard<std::mutex> lock(progress_mutex);
-          options.progress(finished, static_cast<int64_t>(stages.size()));
-        }
-      }
+    auto report_progress = [&] {
+      int64_t finished = ++done;
+      if (!options.progress) return;
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      options.progress(finished, static_cast<int64_t>(stages.size()));
     };
-    std::vector<std::thread> threads;
-    int n = worker_count(options.jobs, stages.size());
-    for (int i = 1; i < n; ++i) threads.emplace_back(work);
-    work();
-    for (std::thread& t : threads) t.join();
+    // Phase 1: reduce and key every stage.
+    parallel_for(options.jobs, stages.size(), [&](size_t i) {
+      if (options.reduce_shapes) reduce_stage(stages[i]);
+      keys[i] = stage_key(stages[i]);
+    });
+    // Phase 2: solve one stage per distinct key (identical layers once).
+    std::map<std::string, size_t> first_with_key;
+    std::vector<size_t> unique, duplicates;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      if (first_with_key.emplace(keys[i], i).second)
+        unique.push_back(i);
+      else
+        duplicates.push_back(i);
+    }
+    report.stats.unique_stages = static_cast<int64_t>(unique.size());
+    parallel_for(options.jobs, unique.size(), [&](size_t u) {
+      outcomes[unique[u]] = prove_stage(stages[unique[u]], prover);
+      report_progress();
+    });
+    // Phase 3: a duplicate of a proven stage is proven; any other duplicate
+    // is solved on its own so its findings name its own tensors.
+    std::vector<size_t> resolve;
+    for (size_t i : duplicates) {
+      const StageOutcome& first = outcomes[first_with_key[keys[i]]];
+      if (first.status == StageStatus::Proven) {
+        outcomes[i].status = StageStatus::Proven;
+        report_progress();
+      } else {
+        resolve.push_back(i);
+      }
+    }
+    parallel_for(options.jobs, resolve.size(), [&](size_t r) {
+      outcomes[resolve[r]] = prove_stage(stages[resolve[r]], prover);
+      report_progress();
+    });
     combine(outcomes, report);
   } catch (const std::exception& e) {
     report.verdict = Verdict::InternalError;

@@ -14,9 +14,12 @@ namespace {
 
 z3::sort sort_of(z3::context& ctx, DClass cls) {
   switch (cls) {
-    case DClass::Real: return ctx.real_sort();
-    case DClass::Int: return ctx.int_sort();
-    case DClass::Bool: return ctx.bool_sort();
+    case DClass::Real:
+      return ctx.real_sort();
+    case DClass::Int:
+      return ctx.int_sort();
+    case DClass::Bool:
+      return ctx.bool_sort();
   }
   return ctx.real_sort();
 }
@@ -38,19 +41,28 @@ V Z3Algebra::variable(const std::string& name, DClass cls) {
 
 V Z3Algebra::constant(const Rational& r, DClass cls) {
   switch (cls) {
-    case DClass::Bool: return ctx_.bool_val(r != 0);
+    case DClass::Bool:
+      return ctx_.bool_val(r != 0);
     case DClass::Int: {
-      if (r.get_den() != 1) throw std::invalid_argument("integer constant " + rational_to_string(r));
+      if (r.get_den() != 1)
+        throw std::invalid_argument("integer constant " + rational_to_string(r));
       return ctx_.int_val(r.get_num().get_str().c_str());
     }
-    case DClass::Real: return ctx_.real_val(rational_to_string(r).c_str());
+    case DClass::Real:
+      return ctx_.real_val(rational_to_string(r).c_str());
   }
   return ctx_.real_val(0);
 }
 
-V Z3Algebra::add(const V& a, const V& b) { return a + b; }
-V Z3Algebra::sub(const V& a, const V& b) { return a - b; }
-V Z3Algebra::mul(const V& a, const V& b) { return a * b; }
+V Z3Algebra::add(const V& a, const V& b) {
+  return a + b;
+}
+V Z3Algebra::sub(const V& a, const V& b) {
+  return a - b;
+}
+V Z3Algebra::mul(const V& a, const V& b) {
+  return a * b;
+}
 
 V Z3Algebra::div(const V& a, const V& b) {
   // A nonzero numeral needs no assumption; anything else may be zero.
@@ -63,9 +75,15 @@ V Z3Algebra::div(const V& a, const V& b) {
   return a / b;
 }
 
-V Z3Algebra::neg(const V& a) { return -a; }
-V Z3Algebra::maximum(const V& a, const V& b) { return z3::ite(a >= b, a, b); }
-V Z3Algebra::minimum(const V& a, const V& b) { return z3::ite(a <= b, a, b); }
+V Z3Algebra::neg(const V& a) {
+  return -a;
+}
+V Z3Algebra::maximum(const V& a, const V& b) {
+  return z3::ite(a >= b, a, b);
+}
+V Z3Algebra::minimum(const V& a, const V& b) {
+  return z3::ite(a <= b, a, b);
+}
 
 V Z3Algebra::sum(const std::vector<V>& terms) {
   if (terms.empty()) return ctx_.real_val(0);
@@ -75,12 +93,24 @@ V Z3Algebra::sum(const std::vector<V>& terms) {
   return z3::sum(v);
 }
 
-V Z3Algebra::lt(const V& a, const V& b) { return a < b; }
-V Z3Algebra::le(const V& a, const V& b) { return a <= b; }
-V Z3Algebra::gt(const V& a, const V& b) { return a > b; }
-V Z3Algebra::ge(const V& a, const V& b) { return a >= b; }
-V Z3Algebra::eq(const V& a, const V& b) { return a == b; }
-V Z3Algebra::select(const V& cond, const V& a, const V& b) { return z3::ite(cond, a, b); }
+V Z3Algebra::lt(const V& a, const V& b) {
+  return a < b;
+}
+V Z3Algebra::le(const V& a, const V& b) {
+  return a <= b;
+}
+V Z3Algebra::gt(const V& a, const V& b) {
+  return a > b;
+}
+V Z3Algebra::ge(const V& a, const V& b) {
+  return a >= b;
+}
+V Z3Algebra::eq(const V& a, const V& b) {
+  return a == b;
+}
+V Z3Algebra::select(const V& cond, const V& a, const V& b) {
+  return z3::ite(cond, a, b);
+}
 
 V Z3Algebra::call(const std::string& fn, const std::vector<V>& args) {
   auto it = functions_.find(fn);

@@ -325,7 +325,7 @@ TEST_F(CliTest, InjectedBugIsCaught) {
     fs::path p = dir_ / (bug + ".json");
     // Not every bug fits every configuration; take the first that does.
     CliResult gen = run("plan mlp --dp 2 --tp 2 --pp 2 --microbatches 2 --bug " + quote(bug) +
-                  " -o " + quote(p.string()));
+                        " -o " + quote(p.string()));
     if (gen.code != 0) continue;
     CliResult r = run("verify --format json " + quote(p.string()));
     EXPECT_EQ(r.code, 1) << bug << "\n" << r.out << r.err;

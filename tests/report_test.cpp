@@ -117,6 +117,38 @@ TEST(ReportText, InternalErrorShowsTheError) {
             "gone.json: INTERNAL ERROR\n  cannot read gone.json: No such file or directory\n");
 }
 
+TEST(ReportText, EngineCounterexampleIsOneLinePerTensorAndElement) {
+  Report r = mismatch_report();
+  r.findings[0].counterexample = nlohmann::json::parse(R"({
+    "inputs": {"out": {"shape": [2, 2], "truncated": false, "values": ["-1", "1/2", "3", "0"]}},
+    "parts": {"tp1.partial": {"shape": [2], "truncated": true, "values": ["7", "8"]}},
+    "differences": [{"element": [0, 1], "logical": "-1", "parallel": "-1/2"}],
+    "reduced": true})");
+  std::string text = report_to_text(r);
+  EXPECT_NE(text.find("counterexample (reduced sizes):\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n        out [2,2] = -1 1/2 3 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n        tp1.partial [2] = 7 8 ...\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n        [0,1]: logical -1, parallel -1/2\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("reduced = "), std::string::npos) << text;
+}
+
+TEST(ReportText, OddCounterexampleShapesDoNotThrow) {
+  Report r = mismatch_report();
+  for (const char* odd : {R"({"reduced": "yes", "x": {"shape": 1, "values": [], "truncated": 3}})",
+                          R"([1, 2])", R"("text")", R"({})"}) {
+    r.findings[0].counterexample = nlohmann::json::parse(odd);
+    EXPECT_NO_THROW(report_to_text(r)) << odd;
+  }
+}
+
+TEST(ReportText, InvalidUtf8InACounterexampleIsShownNotThrown) {
+  Report r = mismatch_report();
+  r.findings[0].counterexample = {{"label", std::string("bad \xff byte")}};
+  std::string text;
+  EXPECT_NO_THROW(text = report_to_text(r));
+  EXPECT_NE(text.find("label = "), std::string::npos) << text;
+}
+
 TEST(ReportJson, MismatchHasEveryField) {
   nlohmann::json j = report_to_json(mismatch_report());
   EXPECT_EQ(j["verdict"], "not-equivalent");

@@ -137,7 +137,7 @@ TEST(Soundness, IotaOffsetNeedsFullPositions) {
 
 // y = sum(expand(x[1,4] -> [8,4]), dim 0) = 8x; the parallel side (one
 // rank) computes scale(x, factor).
-json expanded_sum(const std::string& factor) {
+json expanded_sum(int factor) {
   json logical = {{"tensors", {{"x", tensor({1, 4})}, {"e", tensor({8, 4})}, {"y", tensor({4})}}},
                   {"inputs", {"x"}},
                   {"ops",
@@ -158,9 +158,9 @@ json expanded_sum(const std::string& factor) {
 }
 
 TEST(Soundness, ExpandedAxisIsNotReduced) {
-  Report good = verify_json(expanded_sum("8"), "expand-good");
+  Report good = verify_json(expanded_sum(8), "expand-good");
   EXPECT_EQ(good.verdict, Verdict::Equivalent) << explain(good);
-  Report bad = verify_json(expanded_sum("2"), "expand-bad");
+  Report bad = verify_json(expanded_sum(2), "expand-bad");
   ASSERT_EQ(bad.verdict, Verdict::NotEquivalent) << explain(bad);
 }
 

@@ -54,16 +54,26 @@ struct Const {
     return "";
   }
   template <class Alg>
-  static std::vector<Tensor<typename Alg::Value>> eval(Alg& alg, const OpCall& call,
-                                                       const std::vector<Tensor<typename Alg::Value>>&) {
+  static std::vector<Tensor<typename Alg::Value>> eval(
+      Alg& alg, const OpCall& call, const std::vector<Tensor<typename Alg::Value>>&) {
     using V = typename Alg::Value;
-    const DClass cls = dclass_of(call.out_dtypes.at(0));
-    const Shape& shape = call.out_shapes.at(0);
+    const DClass cls = dclass_of(dtype_of(call));
+    const Shape& shape = out_shape_of(call);
     V v = alg.constant(call.attrs.at("value").number, cls);
     return {make_tensor(shape, cls, std::vector<V>(element_count(shape), v))};
   }
+  static DType dtype_of(const OpCall& call) {
+    if (!call.out_dtypes.empty()) return call.out_dtypes[0];
+    std::vector<TensorInfo> out;
+    infer(call.attrs, {}, 1, out);
+    return out.empty() ? DType::F32 : out[0].dtype;
+  }
+  // One value repeated along every axis.
   static void relate_axes(const AttrMap&, const std::vector<TensorInfo>&,
-                          const std::vector<TensorInfo>&, AxisRelations&) {}
+                          const std::vector<TensorInfo>& out, AxisRelations& rel) {
+    for (int d = 0; d < static_cast<int>(out.at(0).shape.size()); ++d)
+      if (out[0].shape[d] > 1) rel.broadcast({0, d});
+  }
   static AttrMap reduce_attrs(const AttrMap& attrs, const std::vector<Shape>&,
                               const std::vector<Shape>& reduced_out, const PositionMap&) {
     return with_shape(attrs, reduced_out.at(0));
@@ -90,10 +100,10 @@ struct Iota {
     return "";
   }
   template <class Alg>
-  static std::vector<Tensor<typename Alg::Value>> eval(Alg& alg, const OpCall& call,
-                                                       const std::vector<Tensor<typename Alg::Value>>&) {
+  static std::vector<Tensor<typename Alg::Value>> eval(
+      Alg& alg, const OpCall& call, const std::vector<Tensor<typename Alg::Value>>&) {
     using V = typename Alg::Value;
-    const Shape& shape = call.out_shapes.at(0);
+    const Shape& shape = out_shape_of(call);
     int dim = 0;
     normalize_dim("iota", "dim", call.attrs.at("dim").as_int(), shape, dim);
     std::vector<V> data;

@@ -56,7 +56,7 @@ struct Elementwise {
     using V = typename Alg::Value;
     std::vector<DClass> classes;
     for (const auto& t : in) classes.push_back(t.cls);
-    const DClass out_cls = dclass_of(call.out_dtypes.at(0));
+    const DClass out_cls = out_class(call, classes);
     std::vector<Shape> shapes;
     for (const auto& t : in) shapes.push_back(t.shape);
     Shape out_shape;
@@ -70,18 +70,32 @@ struct Elementwise {
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
     relate_all_broadcast(rel, in, out);
   }
+
+  // The declared output class, or (when the caller gave no dtypes) the one
+  // infer() would give.
+  static DClass out_class(const OpCall& call, const std::vector<DClass>& classes) {
+    if (!call.out_dtypes.empty()) return dclass_of(call.out_dtypes[0]);
+    std::vector<TensorInfo> info;
+    for (DClass c : classes)
+      info.push_back({{},
+                      c == DClass::Real  ? DType::F32
+                      : c == DClass::Int ? DType::I64
+                                         : DType::Bool});
+    std::optional<DType> dt = K::out_dtype(call.attrs, info);
+    return dt ? dclass_of(*dt) : classes.at(K::kFirstValue);
+  }
 };
 
-#define BINARY(NAME, ALLOWED, EXPR)                                                        \
-  struct K_##NAME : KernelBase {                                                           \
-    static constexpr const char* kName = #NAME;                                            \
-    static constexpr int kArity = 2;                                                       \
-    static constexpr Allowed kAllowed = ALLOWED;                                           \
-    template <class Alg, class V>                                                          \
-    static V apply(Alg& alg, const AttrMap&, const std::vector<V>& a,                      \
-                   const std::vector<DClass>&, DClass) {                                   \
-      return EXPR;                                                                         \
-    }                                                                                      \
+#define BINARY(NAME, ALLOWED, EXPR)                                                               \
+  struct K_##NAME : KernelBase {                                                                  \
+    static constexpr const char* kName = #NAME;                                                   \
+    static constexpr int kArity = 2;                                                              \
+    static constexpr Allowed kAllowed = ALLOWED;                                                  \
+    template <class Alg, class V>                                                                 \
+    static V apply(Alg& alg, const AttrMap&, const std::vector<V>& a, const std::vector<DClass>&, \
+                   DClass) {                                                                      \
+      return EXPR;                                                                                \
+    }                                                                                             \
   };
 
 BINARY(add, Allowed::Numeric, alg.add(a[0], a[1]))
@@ -93,19 +107,19 @@ BINARY(minimum, Allowed::Numeric, alg.minimum(a[0], a[1]))
 #undef BINARY
 
 // Comparisons give bool; eq also compares booleans.
-#define COMPARE(NAME, ALLOWED)                                                             \
-  struct K_##NAME : KernelBase {                                                           \
-    static constexpr const char* kName = #NAME;                                            \
-    static constexpr int kArity = 2;                                                       \
-    static constexpr Allowed kAllowed = ALLOWED;                                           \
-    static std::optional<DType> out_dtype(const AttrMap&, const std::vector<TensorInfo>&) { \
-      return DType::Bool;                                                                  \
-    }                                                                                      \
-    template <class Alg, class V>                                                          \
-    static V apply(Alg& alg, const AttrMap&, const std::vector<V>& a,                      \
-                   const std::vector<DClass>&, DClass) {                                   \
-      return alg.NAME(a[0], a[1]);                                                         \
-    }                                                                                      \
+#define COMPARE(NAME, ALLOWED)                                                                    \
+  struct K_##NAME : KernelBase {                                                                  \
+    static constexpr const char* kName = #NAME;                                                   \
+    static constexpr int kArity = 2;                                                              \
+    static constexpr Allowed kAllowed = ALLOWED;                                                  \
+    static std::optional<DType> out_dtype(const AttrMap&, const std::vector<TensorInfo>&) {       \
+      return DType::Bool;                                                                         \
+    }                                                                                             \
+    template <class Alg, class V>                                                                 \
+    static V apply(Alg& alg, const AttrMap&, const std::vector<V>& a, const std::vector<DClass>&, \
+                   DClass) {                                                                      \
+      return alg.NAME(a[0], a[1]);                                                                \
+    }                                                                                             \
   };
 
 COMPARE(eq, Allowed::Any)
@@ -116,15 +130,15 @@ COMPARE(ge, Allowed::Numeric)
 #undef COMPARE
 
 // The uninterpreted functions of the contract.
-#define UNINTERPRETED(NAME)                                                                \
-  struct K_##NAME : KernelBase {                                                           \
-    static constexpr const char* kName = #NAME;                                            \
-    static constexpr Allowed kAllowed = Allowed::Real;                                     \
-    template <class Alg, class V>                                                          \
-    static V apply(Alg& alg, const AttrMap&, const std::vector<V>& a,                      \
-                   const std::vector<DClass>&, DClass) {                                   \
-      return alg.call(#NAME, {a[0]});                                                      \
-    }                                                                                      \
+#define UNINTERPRETED(NAME)                                                                       \
+  struct K_##NAME : KernelBase {                                                                  \
+    static constexpr const char* kName = #NAME;                                                   \
+    static constexpr Allowed kAllowed = Allowed::Real;                                            \
+    template <class Alg, class V>                                                                 \
+    static V apply(Alg& alg, const AttrMap&, const std::vector<V>& a, const std::vector<DClass>&, \
+                   DClass) {                                                                      \
+      return alg.call(#NAME, {a[0]});                                                             \
+    }                                                                                             \
   };
 
 UNINTERPRETED(exp)
@@ -150,8 +164,8 @@ struct K_neg : KernelBase {
 struct K_relu : KernelBase {
   static constexpr const char* kName = "relu";
   template <class Alg, class V>
-  static V apply(Alg& alg, const AttrMap&, const std::vector<V>& a,
-                 const std::vector<DClass>& cls, DClass) {
+  static V apply(Alg& alg, const AttrMap&, const std::vector<V>& a, const std::vector<DClass>& cls,
+                 DClass) {
     return alg.maximum(a[0], alg.constant(0, cls[0]));
   }
 };
@@ -196,8 +210,7 @@ struct K_pow : KernelBase {
   static std::vector<AttrRule> rules() { return {{"exponent", AttrType::Int, true}}; }
   static std::string check(const AttrMap& attrs, const std::vector<TensorInfo>&) {
     int64_t e = attrs.at("exponent").as_int();
-    if (e < 0)
-      return "pow: exponent must be a non-negative integer, found " + std::to_string(e);
+    if (e < 0) return "pow: exponent must be a non-negative integer, found " + std::to_string(e);
     if (e > 64) return "pow: exponent " + std::to_string(e) + " is too large (at most 64)";
     return "";
   }
@@ -259,8 +272,8 @@ struct K_cast : KernelBase {
     return parse_dtype(attrs.at("dtype").text);
   }
   template <class Alg, class V>
-  static V apply(Alg& alg, const AttrMap&, const std::vector<V>& a,
-                 const std::vector<DClass>& cls, DClass out) {
+  static V apply(Alg& alg, const AttrMap&, const std::vector<V>& a, const std::vector<DClass>& cls,
+                 DClass out) {
     return alg.cast(a[0], cls[0], out);
   }
 };

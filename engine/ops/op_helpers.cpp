@@ -10,22 +10,32 @@ namespace {
 
 const char* type_name(AttrType t) {
   switch (t) {
-    case AttrType::Int: return "an integer";
-    case AttrType::IntList: return "a list of integers";
-    case AttrType::Bool: return "a boolean";
-    case AttrType::String: return "a string";
-    case AttrType::Number: return "a number";
+    case AttrType::Int:
+      return "an integer";
+    case AttrType::IntList:
+      return "a list of integers";
+    case AttrType::Bool:
+      return "a boolean";
+    case AttrType::String:
+      return "a string";
+    case AttrType::Number:
+      return "a number";
   }
   return "?";
 }
 
 bool has_type(const Attr& a, AttrType t) {
   switch (t) {
-    case AttrType::Int: return a.is_int();
-    case AttrType::IntList: return a.is_int_list();
-    case AttrType::Bool: return a.kind == Attr::Kind::Bool;
-    case AttrType::String: return a.kind == Attr::Kind::String;
-    case AttrType::Number: return a.kind == Attr::Kind::Number;
+    case AttrType::Int:
+      return a.is_int();
+    case AttrType::IntList:
+      return a.is_int_list();
+    case AttrType::Bool:
+      return a.kind == Attr::Kind::Bool;
+    case AttrType::String:
+      return a.kind == Attr::Kind::String;
+    case AttrType::Number:
+      return a.kind == Attr::Kind::Number;
   }
   return false;
 }
@@ -88,8 +98,8 @@ std::string check_input_count(const std::string& op, const std::vector<TensorInf
 
 std::string check_output_count(const std::string& op, size_t n_out, size_t expected) {
   if (n_out == expected) return "";
-  return op + ": expected " + std::to_string(expected) + " output" +
-         (expected == 1 ? "" : "s") + ", found " + std::to_string(n_out);
+  return op + ": expected " + std::to_string(expected) + " output" + (expected == 1 ? "" : "s") +
+         ", found " + std::to_string(n_out);
 }
 
 std::string check_class(const std::string& op, const std::vector<TensorInfo>& in, size_t index,
@@ -156,8 +166,7 @@ std::string reduced_dims(const std::string& op, const AttrMap& attrs, const Shap
   return "";
 }
 
-std::string broadcast_shapes(const std::string& op, const std::vector<Shape>& shapes,
-                             Shape& out) {
+std::string broadcast_shapes(const std::string& op, const std::vector<Shape>& shapes, Shape& out) {
   size_t rank = 0;
   for (const Shape& s : shapes) rank = std::max(rank, s.size());
   out.assign(rank, 1);
@@ -175,8 +184,8 @@ std::string broadcast_shapes(const std::string& op, const std::vector<Shape>& sh
       std::string all;
       for (size_t j = 0; j < shapes.size(); ++j)
         all += (j ? " and " : "") + shape_to_string(shapes[j]);
-      return op + ": shapes " + all + " do not broadcast (dim -" + std::to_string(k + 1) +
-             ": " + std::to_string(o) + " vs " + std::to_string(size) + ")";
+      return op + ": shapes " + all + " do not broadcast (dim -" + std::to_string(k + 1) + ": " +
+             std::to_string(o) + " vs " + std::to_string(size) + ")";
     }
   }
   return "";
@@ -205,18 +214,30 @@ int64_t full_count(const OpCall& call, size_t input, const std::vector<bool>& re
   return count;
 }
 
+Shape out_shape_of(const OpCall& call) {
+  if (!call.out_shapes.empty()) return call.out_shapes[0];
+  return attr_ints(call.attrs, "shape");
+}
+
 int64_t broadcast_offset(const Shape& in, const Shape& out, const std::vector<int64_t>& out_index) {
   int64_t flat = 0;
   const size_t shift = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d) flat = flat * in[d] + (in[d] == 1 ? 0 : out_index[d + shift]);
+  for (size_t d = 0; d < in.size(); ++d)
+    flat = flat * in[d] + (in[d] == 1 ? 0 : out_index[d + shift]);
   return flat;
 }
 
 void relate_broadcast(AxisRelations& rel, int in_slot, const Shape& in, int out_slot,
                       const Shape& out) {
   const int shift = static_cast<int>(out.size()) - static_cast<int>(in.size());
-  for (int d = 0; d < static_cast<int>(in.size()); ++d)
-    if (in[d] > 1) rel.same({in_slot, d}, {out_slot, d + shift});
+  for (int d = 0; d < shift; ++d)
+    if (out[d] > 1) rel.broadcast({out_slot, d});
+  for (int d = 0; d < static_cast<int>(in.size()); ++d) {
+    if (in[d] > 1)
+      rel.same({in_slot, d}, {out_slot, d + shift});
+    else if (out[d + shift] > 1)
+      rel.broadcast({out_slot, d + shift});
+  }
 }
 
 void relate_all_broadcast(AxisRelations& rel, const std::vector<TensorInfo>& in,

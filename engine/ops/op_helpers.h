@@ -68,13 +68,16 @@ std::string normalize_dim(const std::string& op, const std::string& attr, int64_
 std::string reduced_dims(const std::string& op, const AttrMap& attrs, const Shape& shape,
                          std::vector<bool>& reduced);
 // NumPy broadcasting of several shapes.
-std::string broadcast_shapes(const std::string& op, const std::vector<Shape>& shapes,
-                             Shape& out);
+std::string broadcast_shapes(const std::string& op, const std::vector<Shape>& shapes, Shape& out);
 Shape reduce_shape(const Shape& shape, const std::vector<bool>& reduced, bool keepdim);
 
 // Product of the full (pre-reduction) sizes of the reduced dims: the divisor
 // of every mean. Throws std::logic_error when the caller gave no full shapes.
 int64_t full_count(const OpCall& call, size_t input, const std::vector<bool>& reduced);
+
+// The declared output shape, or the `shape` attribute when the caller gave
+// none (reshape, expand, const, iota).
+Shape out_shape_of(const OpCall& call);
 
 // ---------------------------------------------------------------- tensors
 
@@ -92,8 +95,8 @@ int64_t broadcast_offset(const Shape& in, const Shape& out, const std::vector<in
 
 // out[i] = f(args at i), with every operand broadcast to `out_shape`.
 template <class V, class F>
-Tensor<V> elementwise(const std::vector<const Tensor<V>*>& ins, const Shape& out_shape,
-                      DClass cls, F&& f) {
+Tensor<V> elementwise(const std::vector<const Tensor<V>*>& ins, const Shape& out_shape, DClass cls,
+                      F&& f) {
   std::vector<V> data;
   const int64_t n = element_count(out_shape);
   data.reserve(n);
@@ -101,7 +104,8 @@ Tensor<V> elementwise(const std::vector<const Tensor<V>*>& ins, const Shape& out
   for (int64_t flat = 0; flat < n; ++flat) {
     std::vector<int64_t> index = unflatten(out_shape, flat);
     args.clear();
-    for (const Tensor<V>* t : ins) args.push_back(t->data[broadcast_offset(t->shape, out_shape, index)]);
+    for (const Tensor<V>* t : ins)
+      args.push_back(t->data[broadcast_offset(t->shape, out_shape, index)]);
     data.push_back(f(args));
   }
   return make_tensor(out_shape, cls, std::move(data));

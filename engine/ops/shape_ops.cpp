@@ -27,8 +27,7 @@ struct Reshape {
     Shape shape = attr_ints(attrs, "shape");
     for (int64_t s : shape)
       if (s < 0)
-        return "reshape: shape entries must be non-negative, found " +
-               attrs.at("shape").describe();
+        return "reshape: shape entries must be non-negative, found " + attrs.at("shape").describe();
     if (element_count(shape) != element_count(in[0].shape))
       return "reshape: element counts differ: input " + shape_to_string(in[0].shape) + " has " +
              std::to_string(element_count(in[0].shape)) + " elements, shape " +
@@ -40,7 +39,7 @@ struct Reshape {
   static Tensors<typename Alg::Value> eval(Alg&, const OpCall& call,
                                            const Tensors<typename Alg::Value>& in) {
     // Row-major: the flat data is unchanged.
-    return {make_tensor(call.out_shapes.at(0), in[0].cls, in[0].data)};
+    return {make_tensor(out_shape_of(call), in[0].cls, in[0].data)};
   }
   // Leading and trailing dims that the reshape leaves alone map to
   // themselves; every dim of a merge or split keeps its full size.
@@ -182,8 +181,7 @@ struct Concat {
   static std::string name() { return "concat"; }
   static std::string infer(const AttrMap& attrs, const std::vector<TensorInfo>& in, size_t n_out,
                            std::vector<TensorInfo>& out) {
-    if (auto e = check_attrs("concat", attrs, {{"dim", AttrType::Int, true}}); !e.empty())
-      return e;
+    if (auto e = check_attrs("concat", attrs, {{"dim", AttrType::Int, true}}); !e.empty()) return e;
     if (in.empty()) return "concat: expected at least 1 input, found 0";
     if (auto e = check_output_count("concat", n_out, 1); !e.empty()) return e;
     if (auto e = check_same_class("concat", in); !e.empty()) return e;
@@ -324,7 +322,7 @@ struct Expand {
   static Tensors<typename Alg::Value> eval(Alg&, const OpCall& call,
                                            const Tensors<typename Alg::Value>& in) {
     using V = typename Alg::Value;
-    return {elementwise(pointers(in), call.out_shapes.at(0), in[0].cls,
+    return {elementwise(pointers(in), out_shape_of(call), in[0].cls,
                         [](const std::vector<V>& a) { return a[0]; })};
   }
   static void relate_axes(const AttrMap&, const std::vector<TensorInfo>& in,

@@ -1,0 +1,157 @@
+// Top level of a plan: the file, format, name, meta, and the two graphs (inline
+// or referenced by path). The graph and lineage rules live in
+// plan_validation_*.cpp.
+#include "engine/plan_parser.h"
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "engine/json_source.h"
+#include "engine/plan_validation.h"
+
+namespace shardproof {
+namespace {
+
+namespace fs = std::filesystem;
+using plan_detail::InvalidPlan;
+using plan_detail::Node;
+
+constexpr const char* kFormat = "shardproof-plan/1";
+
+// A file that exists but cannot be read: an I/O failure, not an invalid plan.
+struct IoFailure {
+  std::string message;
+};
+
+std::optional<std::string> read_file(const std::string& path, std::string& error) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    error = "cannot read " + path + ": it is a directory";
+    return std::nullopt;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot read " + path + ": " + std::strerror(errno);
+    return std::nullopt;
+  }
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) {
+    error = "cannot read " + path + ": read failed";
+    return std::nullopt;
+  }
+  return buf.str();
+}
+
+class PlanReader {
+ public:
+  PlanReader(std::string display_name, std::string base_dir)
+      : display_(std::move(display_name)), base_dir_(std::move(base_dir)) {}
+
+  Plan read(const std::string& text) {
+    Node root = parse_document(text, display_);
+    expect_object(root, "the plan");
+    Plan plan;
+    plan.path = display_;
+    plan.format = read_format(root);
+    check_keys(root, {"format", "name", "meta", "logical", "parallel"}, "the plan");
+    if (std::optional<Node> name = root.get("name")) plan.name = expect_string(*name, "name");
+    std::optional<Node> meta = root.get("meta");
+    plan.meta_json = meta ? jsonsrc::serialize(meta->value()) : "{}";
+
+    Node logical = graph_node(root, "logical");
+    Node parallel = graph_node(root, "parallel");
+    plan_detail::GraphSyntax lsyn = plan_detail::read_graph(logical, false, plan.logical);
+    plan_detail::GraphSyntax psyn = plan_detail::read_graph(parallel, true, plan.parallel);
+    plan_detail::check_lineage(plan.logical, lsyn, plan.parallel, psyn);
+    plan_detail::check_map_arity({{&plan.logical, &lsyn}, {&plan.parallel, &psyn}});
+    return plan;
+  }
+
+ private:
+  // Parses a JSON document held for the reader's lifetime (nodes point into it).
+  Node parse_document(const std::string& text, const std::string& file) {
+    files_.push_back(file);
+    jsonsrc::ParseResult parsed = jsonsrc::parse(text);
+    if (parsed.error) {
+      const jsonsrc::ParseError& e = *parsed.error;
+      throw InvalidPlan{
+          Diagnostic{e.rule, files_.back(), e.pointer, e.pos.line, e.pos.column, e.message}};
+    }
+    docs_.push_back(std::make_unique<jsonsrc::Value>(std::move(*parsed.value)));
+    return Node(*docs_.back(), files_.back(), "");
+  }
+
+  std::string read_format(const Node& root) {
+    Node format = require(root, "format", "the plan", "format");
+    if (!format->is(jsonsrc::Value::Kind::String) || format->text != kFormat)
+      format.fail("format", std::string("expected \"") + kFormat + "\", found " +
+                                jsonsrc::describe(format.value()));
+    return format->text;
+  }
+
+  // A graph is inline or a path (relative to the plan file) to a file that
+  // holds the graph alone; errors in it name that file.
+  Node graph_node(const Node& root, const std::string& key) {
+    Node n = require(root, key, "the plan");
+    if (n->is(jsonsrc::Value::Kind::Object)) return n;
+    if (!n->is(jsonsrc::Value::Kind::String))
+      n.fail("type", key + ": expected a graph object or a path to a graph file, found " +
+                         jsonsrc::describe(n.value()));
+    if (n->text.empty()) n.fail("graph-ref", key + ": the graph file path is empty");
+    fs::path path = fs::path(n->text).is_absolute() || base_dir_.empty()
+                        ? fs::path(n->text)
+                        : fs::path(base_dir_) / n->text;
+    std::string resolved = path.lexically_normal().string();
+    std::error_code ec;
+    if (!fs::exists(path, ec) || fs::is_directory(path, ec))
+      n.fail("graph-ref",
+             key + ": graph file \"" + n->text + "\" does not exist (looked for " + resolved + ")");
+    std::string error;
+    std::optional<std::string> text = read_file(resolved, error);
+    if (!text) throw IoFailure{error};
+    return parse_document(*text, resolved);
+  }
+
+  std::string display_;
+  std::string base_dir_;
+  std::vector<std::unique_ptr<jsonsrc::Value>> docs_;
+  std::deque<std::string> files_;  // stable addresses: nodes keep pointers
+};
+
+}  // namespace
+
+ParseResult parse_plan_file(const std::string& path) {
+  std::string error;
+  std::optional<std::string> text = read_file(path, error);
+  if (!text) {
+    ParseResult r;
+    r.io_error = error;
+    return r;
+  }
+  return parse_plan_text(*text, path, fs::path(path).parent_path().string());
+}
+
+ParseResult parse_plan_text(const std::string& text, const std::string& display_name,
+                            const std::string& base_dir) {
+  ParseResult result;
+  try {
+    result.plan = PlanReader(display_name, base_dir).read(text);
+  } catch (const InvalidPlan& e) {
+    result.error = e.diag;
+  } catch (const IoFailure& e) {
+    result.io_error = e.message;
+  } catch (const std::exception& e) {
+    // Not a plan problem (memory, a bug): report it as an internal failure.
+    result.io_error = std::string("internal error while reading ") + display_name + ": " + e.what();
+  }
+  return result;
+}
+
+}  // namespace shardproof
