@@ -126,11 +126,11 @@ void check_structure(const json& plan, const PlanConfig& c) {
 
 // Parallel ops of an L=4 plan. Per micro-batch replica: forward 4 matmul +
 // 3 gelu, loss 4 + seed 1, backward 4 wgrad + 3 dgrad + 3 dgelu + 3 mul
-// (= 6L + 2); per rank: L optimizer steps and (mb - 1) adds for each of the
+// (= 6L + 1); per rank: L optimizer steps and (mb - 1) adds for each of the
 // L gradients and the loss.
 int expected_local_ops(const PlanConfig& c) {
   const int L = c.layers, mb = c.microbatches;
-  return c.dp * c.tp * (mb * (6 * L + 2) + L + (mb - 1) * (L + 1));
+  return c.dp * c.tp * (mb * (6 * L + 1) + L + (mb - 1) * (L + 1));
 }
 
 // Sends: one forward and one backward per boundary, replica and micro-batch.

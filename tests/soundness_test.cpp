@@ -164,6 +164,42 @@ TEST(Soundness, ExpandedAxisIsNotReduced) {
   ASSERT_EQ(bad.verdict, Verdict::NotEquivalent) << explain(bad);
 }
 
+// y = sum(x[1,4] + z[8,4], dim 0) = 8x + sum(z); the parallel side adds
+// scale(x, factor) to its own sum of z. x is repeated along dim 0 by
+// implicit broadcasting, so reducing that line would turn 8x into 2x.
+json broadcast_sum(int factor) {
+  json logical = {{"tensors",
+                   {{"x", tensor({1, 4})}, {"z", tensor({8, 4})}, {"e", tensor({8, 4})},
+                    {"y", tensor({4})}}},
+                  {"inputs", {"x", "z"}},
+                  {"ops",
+                   {op("e", "add", {"x", "z"}, {"e"}), op("y", "sum", {"e"}, {"y"}, {{"dims", {0}}})}},
+                  {"outputs", {"y"}}};
+  json parallel = {{"world", 1},
+                   {"tensors",
+                    {{"p.x", ptensor({1, 4}, 0, {{"tensor", "x"}})},
+                     {"p.z", ptensor({8, 4}, 0, {{"tensor", "z"}})},
+                     {"p.flat", ptensor({4}, 0)},
+                     {"p.xs", ptensor({4}, 0)},
+                     {"p.zs", ptensor({4}, 0)},
+                     {"p.y", ptensor({4}, 0, {{"tensor", "y"}})}}},
+                   {"inputs", {"p.x", "p.z"}},
+                   {"ops",
+                    {op("flat", "reshape", {"p.x"}, {"p.flat"}, {{"shape", {4}}}),
+                     op("xs", "scale", {"p.flat"}, {"p.xs"}, {{"factor", factor}}),
+                     op("zs", "sum", {"p.z"}, {"p.zs"}, {{"dims", {0}}}),
+                     op("y", "add", {"p.xs", "p.zs"}, {"p.y"})}},
+                   {"outputs", {"p.y"}}};
+  return plan(logical, parallel);
+}
+
+TEST(Soundness, BroadcastThenSummedAxisIsNotReduced) {
+  Report good = verify_json(broadcast_sum(8), "bcast-good");
+  EXPECT_EQ(good.verdict, Verdict::Equivalent) << explain(good);
+  Report bad = verify_json(broadcast_sum(2), "bcast-bad");
+  ASSERT_EQ(bad.verdict, Verdict::NotEquivalent) << explain(bad);
+}
+
 // y = x / (x - x): every denominator is zero, so "nonzero denominators"
 // contradicts itself and any claim would be vacuously proven.
 TEST(Soundness, ContradictoryAssumptionsAreUnknown) {
