@@ -124,8 +124,8 @@ class AxisRelationsImpl : public AxisRelations {
 
 std::vector<TensorInfo> infos(const Stage& s, const std::vector<int>& ids, bool full) {
   std::vector<TensorInfo> out;
-  for (int t : ids) out.push_back({full ? s.tensors[t].full_shape : s.tensors[t].shape,
-                                   s.tensors[t].dtype});
+  for (int t : ids)
+    out.push_back({full ? s.tensors[t].full_shape : s.tensors[t].shape, s.tensors[t].dtype});
   return out;
 }
 
@@ -187,8 +187,7 @@ int attempt(const Stage& original, const std::set<int>& frozen_tensors, Stage& r
       int64_t start = m.map(where[a].second);
       std::vector<int64_t>& positions = result.full_position[t][d];
       positions.resize(st.shape[d]);
-      for (int64_t q = 0; q < st.shape[d]; ++q)
-        positions[q] = m.unmap(start + q) - where[a].second;
+      for (int64_t q = 0; q < st.shape[d]; ++q) positions[q] = m.unmap(start + q) - where[a].second;
     }
     if (st.of && st.logical_index >= 0)
       for (size_t d = 0; d < st.full_shape.size(); ++d) {

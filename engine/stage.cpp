@@ -117,15 +117,14 @@ void build_one(const Plan& plan, const GroupKey& key, const std::vector<int>& me
   // Parallel region: stop at lineage-bearing tensors outside the group.
   std::set<int> par_reached;
   std::vector<int> par_ops = backward_cone(
-      par, members,
-      [&](int t) { return par.tensors[t].of.has_value() && !member_set.count(t); }, par_reached);
+      par, members, [&](int t) { return par.tensors[t].of.has_value() && !member_set.count(t); },
+      par_reached);
 
   // The cut: logical tensors the parallel stage inputs refer to.
   std::set<int> cut;
   for (int t : par_reached) {
-    bool produced_inside = par.producer[t] >= 0 &&
-                           std::find(par_ops.begin(), par_ops.end(), par.producer[t]) !=
-                               par_ops.end();
+    bool produced_inside = par.producer[t] >= 0 && std::find(par_ops.begin(), par_ops.end(),
+                                                             par.producer[t]) != par_ops.end();
     if (!produced_inside && par.tensors[t].of) cut.insert(log.find(par.tensors[t].of->tensor));
   }
   // When a parallel input claims the target itself (parts all-reduced into

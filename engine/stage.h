@@ -29,11 +29,11 @@ namespace shardproof {
 struct StageTensor {
   std::string name;  // name in its graph, for reports
   bool parallel = false;
-  int source = -1;  // index in its graph
+  int source = -1;   // index in its graph
   Shape shape;       // current (possibly reduced) shape
   Shape full_shape;  // shape in the plan
   DType dtype = DType::F32;
-  bool free = false;  // a stage input: logical cut/input, or parallel tensor with lineage
+  bool free = false;           // a stage input: logical cut/input, or parallel tensor with lineage
   bool logical_input = false;  // a logical graph input (its integers are trusted indices)
   // Parallel tensors only: the claim, with `tensor` resolved to a stage
   // tensor index in `logical_index` (slice in current coordinates).
@@ -43,7 +43,7 @@ struct StageTensor {
 
 struct StageOp {
   std::string op;
-  AttrMap attrs;  // current (possibly reduced) attributes
+  AttrMap attrs;             // current (possibly reduced) attributes
   std::vector<int> in, out;  // stage tensor indices
   std::vector<int> group;
   bool parallel = false;
@@ -53,10 +53,10 @@ struct StageOp {
 
 struct Stage {
   int id = 0;
-  std::string title;  // e.g. "out[0:8, 0:16] (2 parts)"
-  int target = -1;     // stage tensor index of the logical tensor claimed
-  SliceSpec slice;     // the claimed slice, current coordinates
-  int64_t parts = 0;   // 0: plain claims; n: additive parts 0..n-1
+  std::string title;         // e.g. "out[0:8, 0:16] (2 parts)"
+  int target = -1;           // stage tensor index of the logical tensor claimed
+  SliceSpec slice;           // the claimed slice, current coordinates
+  int64_t parts = 0;         // 0: plain claims; n: additive parts 0..n-1
   std::vector<int> members;  // stage tensor indices of the claiming parallel tensors
   std::vector<StageTensor> tensors;
   std::vector<StageOp> ops;  // logical ops, then parallel ops, each producers first

@@ -20,9 +20,12 @@ int leaf_tensor(const std::string& name) {
 
 z3::expr leaf_const(z3::context& ctx, const std::string& name, DClass cls) {
   switch (cls) {
-    case DClass::Real: return ctx.real_const(name.c_str());
-    case DClass::Int: return ctx.int_const(name.c_str());
-    case DClass::Bool: return ctx.bool_const(name.c_str());
+    case DClass::Real:
+      return ctx.real_const(name.c_str());
+    case DClass::Int:
+      return ctx.int_const(name.c_str());
+    case DClass::Bool:
+      return ctx.bool_const(name.c_str());
   }
   throw std::logic_error("bad dclass");
 }
@@ -122,10 +125,10 @@ class Prover {
       z3::expr_vector differs(ctx_);
       std::vector<const ElementCheck<z3::expr>*> pending;
       for (const ElementCheck<z3::expr>& check : claim.checks) {
-        z3::expr neq = check.parallel.is_bool()
-                           ? (check.parallel != check.logical).simplify()
-                           : ((check.parallel - check.logical).simplify(simplify_params) != 0)
-                                 .simplify();
+        z3::expr neq =
+            check.parallel.is_bool()
+                ? (check.parallel != check.logical).simplify()
+                : ((check.parallel - check.logical).simplify(simplify_params) != 0).simplify();
         if (neq.is_false()) continue;
         differs.push_back(neq);
         pending.push_back(&check);
@@ -169,8 +172,9 @@ class Prover {
       ++out.queries;
       z3::solver solver = make_solver();
       if (solver.check() != z3::sat)
-        return unknown(out, "the stage's assumptions (nonzero denominators, valid indices) "
-                            "cannot hold together, so its proof would be vacuous");
+        return unknown(out,
+                       "the stage's assumptions (nonzero denominators, valid indices) "
+                       "cannot hold together, so its proof would be vacuous");
     }
     out.trivial = out.queries == 0;
     out.status = StageStatus::Proven;
@@ -181,7 +185,8 @@ class Prover {
   z3::solver make_solver() {
     z3::solver solver(ctx_);
     z3::params params(ctx_);
-    params.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(options_.rlimit, 4'000'000'000u)));
+    params.set("rlimit",
+               static_cast<unsigned>(std::min<uint64_t>(options_.rlimit, 4'000'000'000u)));
     solver.set(params);
     for (const z3::expr& a : alg_.assumptions()) solver.add(a);
     return solver;
@@ -228,8 +233,8 @@ class Prover {
       f.message += "; the counterexample holds irrational values, so it was not replayed";
     } catch (const EvalError& e) {
       out.status = StageStatus::InternalError;
-      out.error = "stage " + std::to_string(stage_.id) + ": replay of the counterexample failed: " +
-                  e.what();
+      out.error = "stage " + std::to_string(stage_.id) +
+                  ": replay of the counterexample failed: " + e.what();
       out.findings.push_back(f);
       return false;
     }
@@ -267,7 +272,8 @@ class Prover {
     nlohmann::json parts = nlohmann::json::object();
     for (size_t t = 0; t < stage_.tensors.size(); ++t) {
       const StageTensor& st = stage_.tensors[t];
-      if (st.free && st.parallel && st.of && st.of->has_part) parts[st.name] = tensor_json(*values[t]);
+      if (st.free && st.parallel && st.of && st.of->has_part)
+        parts[st.name] = tensor_json(*values[t]);
     }
     if (!parts.empty()) cx["parts"] = parts;
     nlohmann::json at = nlohmann::json::array();

@@ -32,9 +32,14 @@ void combine(const std::vector<StageOutcome>& outcomes, Report& report) {
     report.stats.solved += o.queries > 0 ? 1 : 0;
     report.stats.proven_trivially += o.trivial ? 1 : 0;
     switch (o.status) {
-      case StageStatus::Proven: break;
-      case StageStatus::Refuted: refuted = true; break;
-      case StageStatus::Unknown: unknown = true; break;
+      case StageStatus::Proven:
+        break;
+      case StageStatus::Refuted:
+        refuted = true;
+        break;
+      case StageStatus::Unknown:
+        unknown = true;
+        break;
       case StageStatus::InternalError:
         if (report.error.empty()) report.error = o.error;
         break;
@@ -74,8 +79,8 @@ Report verify_plan(const Plan& plan, const VerifyOptions& options) {
   Report report;
   report.plan_path = plan.path;
   report.plan_name = plan.name;
-  report.meta = nlohmann::json::parse(plan.meta_json.empty() ? "{}" : plan.meta_json, nullptr,
-                                      false);
+  report.meta =
+      nlohmann::json::parse(plan.meta_json.empty() ? "{}" : plan.meta_json, nullptr, false);
   if (report.meta.is_discarded()) report.meta = nlohmann::json::object();
   report.stats.logical_ops = static_cast<int64_t>(plan.logical.ops.size());
   report.stats.parallel_ops = static_cast<int64_t>(plan.parallel.ops.size());

@@ -30,15 +30,10 @@ nlohmann::json mlp_generate(const PlanConfig& config) {
   mlp::build_logical(layout, logical);
   GraphBuilder parallel(&logical, layout.world());
   mlp::build_parallel(layout, parallel);
-  nlohmann::json meta = {{"model", "mlp"},
-                         {"layers", layout.L},
-                         {"hidden", layout.H},
-                         {"batch", layout.B},
-                         {"dp", layout.dp},
-                         {"tp", layout.tp},
-                         {"pp", layout.pp},
-                         {"microbatches", layout.mb},
-                         {"optimizer", config.optimizer}};
+  nlohmann::json meta = {
+      {"model", "mlp"},    {"layers", layout.L},        {"hidden", layout.H},
+      {"batch", layout.B}, {"dp", layout.dp},           {"tp", layout.tp},
+      {"pp", layout.pp},   {"microbatches", layout.mb}, {"optimizer", config.optimizer}};
   if (bug) {
     meta["bug"] = bug->info.name;
     meta["bug_first_tensor"] = bug->first_tensor(layout);

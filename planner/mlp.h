@@ -10,17 +10,39 @@
 
 namespace shardproof::planner::mlp {
 
-// Logical tensor names, shared by both graphs and the bug hints.
-inline std::string pre(int i) { return "l" + std::to_string(i) + ".pre"; }    // x_i @ w_i
-inline std::string act(int i) { return "l" + std::to_string(i) + ".act"; }    // gelu(pre)
-inline std::string dgelu(int i) { return "l" + std::to_string(i) + ".dgelu"; }  // gelu'(pre)
-inline std::string weight(int i) { return "w" + std::to_string(i); }
-inline std::string adam_m(int i) { return "m" + std::to_string(i); }
-inline std::string adam_v(int i) { return "v" + std::to_string(i); }
-inline std::string grad(const std::string& t) { return "grad." + t; }
-inline std::string next(const std::string& t) { return t + ".next"; }
+// Logical tensor names, shared by both graphs and the bug hints:
+// l{i}.pre = in_i @ w_i, l{i}.act = gelu(pre), l{i}.dgelu = gelu'(pre).
+inline std::string layer_tensor(int i, const char* what) {
+  return "l" + std::to_string(i) + "." + what;
+}
+inline std::string pre(int i) {
+  return layer_tensor(i, "pre");
+}
+inline std::string act(int i) {
+  return layer_tensor(i, "act");
+}
+inline std::string dgelu(int i) {
+  return layer_tensor(i, "dgelu");
+}
+inline std::string weight(int i) {
+  return "w" + std::to_string(i);
+}
+inline std::string adam_m(int i) {
+  return "m" + std::to_string(i);
+}
+inline std::string adam_v(int i) {
+  return "v" + std::to_string(i);
+}
+inline std::string grad(const std::string& t) {
+  return "grad." + t;
+}
+inline std::string next(const std::string& t) {
+  return t + ".next";
+}
 // The input of layer i: x, or the previous layer's activation.
-inline std::string layer_input(int i) { return i == 0 ? "x" : act(i - 1); }
+inline std::string layer_input(int i) {
+  return i == 0 ? "x" : act(i - 1);
+}
 
 // Megatron pairs: column-parallel then row-parallel; an odd last layer is
 // column-parallel and its output all-gathered.
@@ -40,7 +62,9 @@ struct Layout {
   // tp fastest, then dp, then pp (Megatron's order): a tp group is contiguous.
   int rank(int d, int t, int p) const { return (p * dp + d) * tp + t; }
   int64_t mb_rows() const { return B / (dp * mb); }
-  Range rows(int d, int m) const { return {(d * mb + m) * mb_rows(), (d * mb + m + 1) * mb_rows()}; }
+  Range rows(int d, int m) const {
+    return {(d * mb + m) * mb_rows(), (d * mb + m + 1) * mb_rows()};
+  }
   Range cols(int t) const { return {t * (H / tp), (t + 1) * (H / tp)}; }
   Range all() const { return {0, H}; }
   LayerKind kind(int layer) const;

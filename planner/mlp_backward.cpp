@@ -40,17 +40,15 @@ void ParallelBuilder::backward_layer(int i) {
         } else {
           if (s.stage_of(i + 1) != p) send_gradient(i, d, t, m);
           act_tensor(name(dgelu(i)), r, dgelu(i), d, m, s.local_cols(i, t));
-          g.op(name(l + ".bwd.dgelu"), "map", {name(pre(i))}, {name(dgelu(i))},
-               {{"fn", "gelu'"}});
+          g.op(name(l + ".bwd.dgelu"), "map", {name(pre(i))}, {name(dgelu(i))}, {{"fn", "gelu'"}});
           act_tensor(gp, r, grad(pre(i)), d, m, s.local_cols(i, t));
           g.op(name(l + ".bwd.mul"), "mul", {name(grad(act(i))), name(dgelu(i))}, {gp});
         }
         // Weight gradient of this micro-batch: part (d, m) of the global one.
         Slice ws = weight_slice(i, t);
-        g.tensor(name(grad(weight(i))), extent(ws), r,
-                 Claim{grad(weight(i)), ws, d * s.mb + m, n});
-        g.op(name(l + ".bwd.wgrad"), "matmul", {name(layer_input(i)), gp},
-             {name(grad(weight(i)))}, {{"transpose_a", true}});
+        g.tensor(name(grad(weight(i))), extent(ws), r, Claim{grad(weight(i)), ws, d * s.mb + m, n});
+        g.op(name(l + ".bwd.wgrad"), "matmul", {name(layer_input(i)), gp}, {name(grad(weight(i)))},
+             {{"transpose_a", true}});
         if (i == 0) continue;  // no gradient for the data
         full[t] = name(grad(act(i - 1)));
         part[t] = full[t];

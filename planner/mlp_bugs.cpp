@@ -9,7 +9,9 @@ namespace shardproof::planner::mlp {
 
 namespace {
 
-std::string needs(bool ok, const std::string& why) { return ok ? "" : "needs " + why; }
+std::string needs(bool ok, const std::string& why) {
+  return ok ? "" : "needs " + why;
+}
 
 const std::vector<BugSpec>& table() {
   static const std::vector<BugSpec> bugs = {
@@ -48,8 +50,7 @@ const std::vector<BugSpec>& table() {
       {{"dp-grad-mean-not-sum",
         "layer 0's weight gradient is averaged over dp (tp0) although each part is already scaled "
         "by 1/(global element count)",
-        "gradient divided by the world size twice (loss already normalised globally)",
-        "grad.w0"},
+        "gradient divided by the world size twice (loss already normalised globally)", "grad.w0"},
        [](const Layout& s) { return needs(s.dp >= 2, "dp >= 2"); },
        [](const Layout&) { return std::string("grad.w0"); }},
       {{"dp-grad-double-allreduce",
@@ -67,7 +68,9 @@ const std::vector<BugSpec>& table() {
         "the pipeline send of the boundary activation for micro-batch 0 (dp0, tp0) carries "
         "micro-batch 1's activation",
         "pipeline schedule indexes the wrong micro-batch buffer", "l1.act"},
-       [](const Layout& s) { return needs(s.pp >= 2 && s.mb >= 2, "pp >= 2 and microbatches >= 2"); },
+       [](const Layout& s) {
+         return needs(s.pp >= 2 && s.mb >= 2, "pp >= 2 and microbatches >= 2");
+       },
        [](const Layout& s) { return act(s.bug_boundary_layer()); }},
       {{"loss-scale-wrong-microbatch-count",
         "each micro-batch's loss and loss gradient are divided by the micro-batch's own element "
@@ -81,7 +84,9 @@ const std::vector<BugSpec>& table() {
 
 }  // namespace
 
-const std::vector<BugSpec>& bug_table() { return table(); }
+const std::vector<BugSpec>& bug_table() {
+  return table();
+}
 
 const BugSpec* find_bug(const Layout& s) {
   if (s.c.bug.empty()) return nullptr;

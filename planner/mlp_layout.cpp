@@ -11,7 +11,9 @@ namespace {
   throw std::invalid_argument("mlp: " + why);
 }
 
-std::string str(int64_t v) { return std::to_string(v); }
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
 
 }  // namespace
 

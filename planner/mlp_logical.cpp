@@ -6,7 +6,6 @@
 
 namespace shardproof::planner::mlp {
 
-
 void build_logical(const Layout& s, GraphBuilder& g) {
   const Shape act_shape = {s.B, s.H}, w_shape = {s.H, s.H};
   g.tensor("x", act_shape);
@@ -46,8 +45,7 @@ void build_logical(const Layout& s, GraphBuilder& g) {
 
   // Backward. d loss / d out = 2 (out - y) / (B*H).
   g.tensor(grad(out), act_shape);
-  g.op("loss.bwd.scale", "scale", {"loss.diff"}, {grad(out)},
-       {{"factor", fraction(2, s.B * s.H)}});
+  g.op("loss.bwd.scale", "scale", {"loss.diff"}, {grad(out)}, {{"factor", fraction(2, s.B * s.H)}});
   for (int i = s.L - 1; i >= 0; --i) {
     std::string l = "l" + std::to_string(i);
     g.tensor(grad(weight(i)), w_shape);

@@ -4,7 +4,9 @@
 
 namespace shardproof::planner::mlp {
 
-void build_parallel(const Layout& layout, GraphBuilder& g) { ParallelBuilder(layout, g).build(); }
+void build_parallel(const Layout& layout, GraphBuilder& g) {
+  ParallelBuilder(layout, g).build();
+}
 
 void ParallelBuilder::build() {
   inputs();

@@ -55,8 +55,8 @@ class ParallelBuilder {
   void update_layer(int i);
   void reduce_loss();
   // Sums the micro-batch tensors on one rank; the sum carries `claim`.
-  std::string accumulate(const std::vector<std::string>& terms, const std::string& result,
-                         int rank, const Shape& shape, const Claim& claim);
+  std::string accumulate(const std::vector<std::string>& terms, const std::string& result, int rank,
+                         const Shape& shape, const Claim& claim);
 
   const Layout& s;
   GraphBuilder& g;

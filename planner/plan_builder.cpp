@@ -133,10 +133,8 @@ nlohmann::json GraphBuilder::to_json() const {
     }
     tensors[name] = std::move(j);
   }
-  nlohmann::json g = {{"tensors", std::move(tensors)},
-                      {"inputs", inputs_},
-                      {"ops", ops_},
-                      {"outputs", outputs_}};
+  nlohmann::json g = {
+      {"tensors", std::move(tensors)}, {"inputs", inputs_}, {"ops", ops_}, {"outputs", outputs_}};
   if (logical_) g["world"] = world_;
   return g;
 }

@@ -23,9 +23,9 @@ using Slice = std::vector<Range>;           // one range per logical dimension
 // A parallel tensor's "of": it equals logical[slice] or is part k of n.
 struct Claim {
   std::string tensor;
-  Slice slice;      // empty: the whole logical tensor
+  Slice slice;  // empty: the whole logical tensor
   int64_t k = 0;
-  int64_t n = 1;    // n == 1: a plain claim (no "part" is written)
+  int64_t n = 1;  // n == 1: a plain claim (no "part" is written)
 };
 
 // An exact constant as the format's "p/q" string (reduced; "3" if integral).

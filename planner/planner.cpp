@@ -31,7 +31,9 @@ std::vector<std::string> list_models() {
   return names;
 }
 
-std::vector<BugInfo> list_bugs(const std::string& model) { return find_family(model).bugs(); }
+std::vector<BugInfo> list_bugs(const std::string& model) {
+  return find_family(model).bugs();
+}
 
 nlohmann::json generate_plan(const std::string& model, const PlanConfig& config) {
   return find_family(model).generate(config);

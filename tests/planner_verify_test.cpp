@@ -17,7 +17,8 @@ namespace {
 
 using planner::PlanConfig;
 
-PlanConfig config(int layers, int dp, int tp, int pp, int mb, const std::string& optimizer = "sgd") {
+PlanConfig config(int layers, int dp, int tp, int pp, int mb,
+                  const std::string& optimizer = "sgd") {
   PlanConfig c;
   c.layers = layers;
   c.dp = dp;
@@ -51,8 +52,8 @@ TEST(PlannerVerify, CorrectPlansAreEquivalent) {
 }
 
 TEST(PlannerVerify, OddLayerCountsAreEquivalent) {
-  for (const PlanConfig& c : {config(1, 2, 2, 1, 2), config(3, 2, 2, 3, 2, "adam"),
-                              config(5, 1, 4, 2, 1)}) {
+  for (const PlanConfig& c :
+       {config(1, 2, 2, 1, 2), config(3, 2, 2, 3, 2, "adam"), config(5, 1, 4, 2, 1)}) {
     SCOPED_TRACE(describe(c));
     Report r = verify(c);
     EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);

@@ -25,7 +25,9 @@ json op(const std::string& name, const std::string& kind, json in, json out,
   return {{"name", name}, {"op", kind}, {"in", in}, {"out", out}, {"attrs", attrs}};
 }
 json plan(json logical, json parallel) {
-  return {{"format", "shardproof-plan/1"}, {"name", "test"}, {"logical", logical},
+  return {{"format", "shardproof-plan/1"},
+          {"name", "test"},
+          {"logical", logical},
           {"parallel", parallel}};
 }
 
@@ -40,13 +42,18 @@ json column_split_reduction(const std::string& logical_op, const std::string& lo
   json tensors = json::object(), ops = json::array();
   for (int r = 0; r < 2; ++r) {
     std::string p = "r" + std::to_string(r) + ".";
-    tensors[p + "x"] = ptensor({4, 4}, r, {{"tensor", "x"}, {"slice", {{0, 4}, {4 * r, 4 * r + 4}}}});
+    tensors[p + "x"] =
+        ptensor({4, 4}, r, {{"tensor", "x"}, {"slice", {{0, 4}, {4 * r, 4 * r + 4}}}});
     tensors[p + "local"] = ptensor({4}, r);
-    tensors[p + "reduced"] = ptensor({4}, r, scale_factor.is_null() ? json{{"tensor", "y"}} : json());
+    tensors[p + "reduced"] =
+        ptensor({4}, r, scale_factor.is_null() ? json{{"tensor", "y"}} : json());
     ops.push_back(op(p + "local", local, {p + "x"}, {p + "local"}, {{"dims", {1}}}));
   }
-  ops.push_back({{"name", "allreduce"}, {"op", "all_reduce"}, {"in", {"r0.local", "r1.local"}},
-                 {"out", {"r0.reduced", "r1.reduced"}}, {"attrs", {{"reduce", global}}},
+  ops.push_back({{"name", "allreduce"},
+                 {"op", "all_reduce"},
+                 {"in", {"r0.local", "r1.local"}},
+                 {"out", {"r0.reduced", "r1.reduced"}},
+                 {"attrs", {{"reduce", global}}},
                  {"group", {0, 1}}});
   json outputs = {"r0.reduced", "r1.reduced"};
   if (!scale_factor.is_null()) {
@@ -54,12 +61,16 @@ json column_split_reduction(const std::string& logical_op, const std::string& lo
     for (int r = 0; r < 2; ++r) {
       std::string p = "r" + std::to_string(r) + ".";
       tensors[p + "y"] = ptensor({4}, r, {{"tensor", "y"}});
-      ops.push_back(op(p + "scale", "scale", {p + "reduced"}, {p + "y"}, {{"factor", scale_factor}}));
+      ops.push_back(
+          op(p + "scale", "scale", {p + "reduced"}, {p + "y"}, {{"factor", scale_factor}}));
       outputs.push_back(p + "y");
     }
   }
-  json parallel = {{"world", 2}, {"tensors", tensors}, {"inputs", {"r0.x", "r1.x"}},
-                   {"ops", ops}, {"outputs", outputs}};
+  json parallel = {{"world", 2},
+                   {"tensors", tensors},
+                   {"inputs", {"r0.x", "r1.x"}},
+                   {"ops", ops},
+                   {"outputs", outputs}};
   return plan(logical, parallel);
 }
 
@@ -84,37 +95,44 @@ TEST(Soundness, MeanUsesFullCount) {
 // row positions by 4. An offset of 2 is wrong, but equals rank 1's row
 // offset at the reduced size (two rows per piece).
 json causal_mask(int rank1_offset) {
-  json logical = {
-      {"tensors",
-       {{"x", tensor({8, 8})}, {"row", tensor({8, 8}, "i64")}, {"col", tensor({8, 8}, "i64")},
-        {"mask", tensor({8, 8}, "bool")}, {"zero", tensor({8, 8})}, {"y", tensor({8, 8})}}},
-      {"inputs", {"x"}},
-      {"ops",
-       {op("row", "iota", json::array(), {"row"}, {{"shape", {8, 8}}, {"dim", 0}}),
-        op("col", "iota", json::array(), {"col"}, {{"shape", {8, 8}}, {"dim", 1}}),
-        op("mask", "ge", {"row", "col"}, {"mask"}),
-        op("zero", "const", json::array(), {"zero"},
-           {{"value", 0}, {"shape", {8, 8}}, {"dtype", "f32"}}),
-        op("y", "where", {"mask", "x", "zero"}, {"y"})}},
-      {"outputs", {"y"}}};
-  json tensors = json::object(), ops = json::array(), outputs = json::array(), inputs = json::array();
+  json logical = {{"tensors",
+                   {{"x", tensor({8, 8})},
+                    {"row", tensor({8, 8}, "i64")},
+                    {"col", tensor({8, 8}, "i64")},
+                    {"mask", tensor({8, 8}, "bool")},
+                    {"zero", tensor({8, 8})},
+                    {"y", tensor({8, 8})}}},
+                  {"inputs", {"x"}},
+                  {"ops",
+                   {op("row", "iota", json::array(), {"row"}, {{"shape", {8, 8}}, {"dim", 0}}),
+                    op("col", "iota", json::array(), {"col"}, {{"shape", {8, 8}}, {"dim", 1}}),
+                    op("mask", "ge", {"row", "col"}, {"mask"}),
+                    op("zero", "const", json::array(), {"zero"},
+                       {{"value", 0}, {"shape", {8, 8}}, {"dtype", "f32"}}),
+                    op("y", "where", {"mask", "x", "zero"}, {"y"})}},
+                  {"outputs", {"y"}}};
+  json tensors = json::object(), ops = json::array(), outputs = json::array(),
+       inputs = json::array();
   for (int r = 0; r < 2; ++r) {
     std::string p = "r" + std::to_string(r) + ".";
     int offset = r == 0 ? 0 : rank1_offset;
-    tensors[p + "x"] = ptensor({4, 8}, r, {{"tensor", "x"}, {"slice", {{4 * r, 4 * r + 4}, {0, 8}}}});
+    tensors[p + "x"] =
+        ptensor({4, 8}, r, {{"tensor", "x"}, {"slice", {{4 * r, 4 * r + 4}, {0, 8}}}});
     tensors[p + "local_row"] = ptensor({4, 8}, r, nullptr, "i64");
     tensors[p + "offset"] = ptensor({4, 8}, r, nullptr, "i64");
     tensors[p + "row"] = ptensor({4, 8}, r, nullptr, "i64");
     tensors[p + "col"] = ptensor({4, 8}, r, nullptr, "i64");
     tensors[p + "mask"] = ptensor({4, 8}, r, nullptr, "bool");
     tensors[p + "zero"] = ptensor({4, 8}, r);
-    tensors[p + "y"] = ptensor({4, 8}, r, {{"tensor", "y"}, {"slice", {{4 * r, 4 * r + 4}, {0, 8}}}});
+    tensors[p + "y"] =
+        ptensor({4, 8}, r, {{"tensor", "y"}, {"slice", {{4 * r, 4 * r + 4}, {0, 8}}}});
     ops.push_back(op(p + "local_row", "iota", json::array(), {p + "local_row"},
                      {{"shape", {4, 8}}, {"dim", 0}}));
     ops.push_back(op(p + "offset", "const", json::array(), {p + "offset"},
                      {{"value", offset}, {"shape", {4, 8}}, {"dtype", "i64"}}));
     ops.push_back(op(p + "row", "add", {p + "local_row", p + "offset"}, {p + "row"}));
-    ops.push_back(op(p + "col", "iota", json::array(), {p + "col"}, {{"shape", {4, 8}}, {"dim", 1}}));
+    ops.push_back(
+        op(p + "col", "iota", json::array(), {p + "col"}, {{"shape", {4, 8}}, {"dim", 1}}));
     ops.push_back(op(p + "mask", "ge", {p + "row", p + "col"}, {p + "mask"}));
     ops.push_back(op(p + "zero", "const", json::array(), {p + "zero"},
                      {{"value", 0}, {"shape", {4, 8}}, {"dtype", "f32"}}));
@@ -122,8 +140,8 @@ json causal_mask(int rank1_offset) {
     inputs.push_back(p + "x");
     outputs.push_back(p + "y");
   }
-  json parallel = {{"world", 2}, {"tensors", tensors}, {"inputs", inputs}, {"ops", ops},
-                   {"outputs", outputs}};
+  json parallel = {
+      {"world", 2}, {"tensors", tensors}, {"inputs", inputs}, {"ops", ops}, {"outputs", outputs}};
   return plan(logical, parallel);
 }
 
@@ -168,13 +186,12 @@ TEST(Soundness, ExpandedAxisIsNotReduced) {
 // scale(x, factor) to its own sum of z. x is repeated along dim 0 by
 // implicit broadcasting, so reducing that line would turn 8x into 2x.
 json broadcast_sum(int factor) {
-  json logical = {{"tensors",
-                   {{"x", tensor({1, 4})}, {"z", tensor({8, 4})}, {"e", tensor({8, 4})},
-                    {"y", tensor({4})}}},
-                  {"inputs", {"x", "z"}},
-                  {"ops",
-                   {op("e", "add", {"x", "z"}, {"e"}), op("y", "sum", {"e"}, {"y"}, {{"dims", {0}}})}},
-                  {"outputs", {"y"}}};
+  json logical = {
+      {"tensors",
+       {{"x", tensor({1, 4})}, {"z", tensor({8, 4})}, {"e", tensor({8, 4})}, {"y", tensor({4})}}},
+      {"inputs", {"x", "z"}},
+      {"ops", {op("e", "add", {"x", "z"}, {"e"}), op("y", "sum", {"e"}, {"y"}, {{"dims", {0}}})}},
+      {"outputs", {"y"}}};
   json parallel = {{"world", 1},
                    {"tensors",
                     {{"p.x", ptensor({1, 4}, 0, {{"tensor", "x"}})},
@@ -207,13 +224,13 @@ TEST(Soundness, ContradictoryAssumptionsAreUnknown) {
                   {"inputs", {"x"}},
                   {"ops", {op("z", "sub", {"x", "x"}, {"z"}), op("y", "div", {"x", "z"}, {"y"})}},
                   {"outputs", {"y"}}};
-  json parallel = {{"world", 1},
-                   {"tensors",
-                    {{"p.x", ptensor({2}, 0, {{"tensor", "x"}})},
-                     {"p.y", ptensor({2}, 0, {{"tensor", "y"}})}}},
-                   {"inputs", {"p.x"}},
-                   {"ops", {op("wrong", "neg", {"p.x"}, {"p.y"})}},
-                   {"outputs", {"p.y"}}};
+  json parallel = {
+      {"world", 1},
+      {"tensors",
+       {{"p.x", ptensor({2}, 0, {{"tensor", "x"}})}, {"p.y", ptensor({2}, 0, {{"tensor", "y"}})}}},
+      {"inputs", {"p.x"}},
+      {"ops", {op("wrong", "neg", {"p.x"}, {"p.y"})}},
+      {"outputs", {"p.y"}}};
   Report r = verify_json(plan(logical, parallel), "vacuous");
   EXPECT_EQ(r.verdict, Verdict::Unknown) << explain(r);
 }

@@ -29,6 +29,8 @@ inline Report verify_json(const nlohmann::json& plan, const std::string& stem = 
 }
 
 // Readable failure output: the whole report as text.
-inline std::string explain(const Report& r) { return report_to_text(r); }
+inline std::string explain(const Report& r) {
+  return report_to_text(r);
+}
 
 }  // namespace shardproof::testing
