@@ -26,7 +26,7 @@ OPTIMIZER="${OPTIMIZER:-sgd}"
 JOBS="${JOBS:-0}"
 
 # Build if needed (setup on a fresh machine, else an incremental build).
-if [[ ! -f "$build_dir/build.ninja" ]]; then
+if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   "$root/scripts/setup.sh" >&2
 else
   cmake --build "$build_dir" -j "${SHARDPROOF_JOBS:-2}" >&2

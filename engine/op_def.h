@@ -47,6 +47,11 @@ class AxisRelations {
   virtual void same(AxisRef a, AxisRef b) = 0;
   // part[i] is whole[offset + i] (slice, concat/split pieces, gathers).
   virtual void sub_range(AxisRef part, AxisRef whole, int64_t offset) = 0;
+  // whole[i] is the row-major combination of factors' positions (a reshape
+  // that splits or merges dims): whole = factors[0] (x) factors[1] (x) ...
+  virtual void product(AxisRef whole, const std::vector<AxisRef>& factors) {
+    (void)whole, (void)factors;
+  }
   // The axis must keep its full size (integer positions, reshapes that
   // cannot be mapped, anything whose semantics depends on exact sizes).
   virtual void freeze(AxisRef a) = 0;

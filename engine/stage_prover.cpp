@@ -1,11 +1,15 @@
 #include "engine/stage_prover.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <set>
 #include <stdexcept>
 
 #include "engine/algebra.h"
+#include "engine/counterexample.h"
 #include "engine/stage_claims.h"
+#include "engine/stage_testing.h"
 
 namespace shardproof {
 namespace {
@@ -66,37 +70,6 @@ class ModelFunctions : public FunctionTable {
   const std::map<std::string, z3::func_decl>& decls_;
 };
 
-// The stage's parallel ops that `tensor` depends on, nearest first.
-std::vector<std::string> producing_ops(const Stage& stage, const std::vector<int>& tensors) {
-  std::set<int> needed(tensors.begin(), tensors.end());
-  std::vector<std::string> names;
-  for (auto it = stage.ops.rbegin(); it != stage.ops.rend(); ++it) {
-    if (!it->parallel) continue;
-    bool produces = false;
-    for (int t : it->out) produces |= needed.count(t) > 0;
-    if (!produces) continue;
-    names.push_back(it->display_name);
-    for (int t : it->in) needed.insert(t);
-  }
-  return names;
-}
-
-std::vector<int64_t> full_index(const Stage& stage, int64_t element) {
-  Shape extent;
-  for (auto& [lo, hi] : stage.slice) extent.push_back(hi - lo);
-  std::vector<int64_t> local = unflatten(extent, element);
-  std::vector<int64_t> full;
-  for (size_t d = 0; d < local.size(); ++d)
-    full.push_back(stage.full_position[stage.target][d][local[d] + stage.slice[d].first]);
-  return full;
-}
-
-nlohmann::json tensor_json(const Tensor<Rational>& t) {
-  nlohmann::json values = nlohmann::json::array();
-  for (int64_t i = 0; i < t.size() && i < 64; ++i) values.push_back(rational_to_string(t.data[i]));
-  return {{"shape", t.shape}, {"values", values}, {"truncated", t.size() > 64}};
-}
-
 class Prover {
  public:
   Prover(const Stage& stage, const ProverOptions& options)
@@ -109,6 +82,13 @@ class Prover {
                               " elements after shape reduction (limit " +
                               std::to_string(options_.max_stage_elements) + ")" +
                               (stage_.reduction_note.empty() ? "" : "; " + stage_.reduction_note));
+    if (options_.test_trials > 0) {
+      if (std::optional<Finding> found = refute_by_testing(stage_, options_.test_trials)) {
+        out.findings.push_back(*found);
+        out.status = StageStatus::Refuted;
+        return out;
+      }
+    }
     auto leaf = [this](const std::string& name, DClass cls) {
       z3::expr v = leaf_const(ctx_, name, cls);
       int t = leaf_tensor(name);
@@ -137,6 +117,7 @@ class Prover {
       ++out.queries;
       z3::solver solver = make_solver();
       solver.add(z3::mk_or(differs));
+      dump_query(solver, out.queries);
       z3::check_result result = solver.check();
       if (result == z3::unsat) {
         any_unsat = true;
@@ -182,11 +163,24 @@ class Prover {
   }
 
  private:
+  // SHARDPROOF_DUMP_SMT=DIR writes every claim query as SMT-LIB 2, for
+  // debugging a slow or surprising stage with the z3 command line.
+  void dump_query(z3::solver& solver, int64_t n) const {
+    const char* dir = std::getenv("SHARDPROOF_DUMP_SMT");
+    if (!dir) return;
+    std::ofstream(std::string(dir) + "/stage-" + std::to_string(stage_.id) + "-" +
+                  std::to_string(n) + ".smt2")
+        << solver.to_smt2();
+  }
+
   z3::solver make_solver() {
     z3::solver solver(ctx_);
     z3::params params(ctx_);
+    // rlimit is the deterministic budget; Z3 4.8 does not count every
+    // nonlinear search step against it, so a wall-clock timeout backs it up.
     params.set("rlimit",
                static_cast<unsigned>(std::min<uint64_t>(options_.rlimit, 4'000'000'000u)));
+    if (options_.timeout_ms > 0) params.set("timeout", options_.timeout_ms);
     solver.set(params);
     for (const z3::expr& a : alg_.assumptions()) solver.add(a);
     return solver;
@@ -262,31 +256,12 @@ class Prover {
     const ClaimChecks<Rational>* mine = nullptr;
     for (const ClaimChecks<Rational>& c : claims)
       if (c.label == claim.label) mine = &c;
-    nlohmann::json cx;
-    nlohmann::json inputs = nlohmann::json::object();
-    for (size_t t = 0; t < stage_.tensors.size(); ++t) {
-      const StageTensor& st = stage_.tensors[t];
-      if (st.free && !st.parallel) inputs[st.name] = tensor_json(*values[t]);
-    }
-    cx["inputs"] = inputs;
-    nlohmann::json parts = nlohmann::json::object();
-    for (size_t t = 0; t < stage_.tensors.size(); ++t) {
-      const StageTensor& st = stage_.tensors[t];
-      if (st.free && st.parallel && st.of && st.of->has_part)
-        parts[st.name] = tensor_json(*values[t]);
-    }
-    if (!parts.empty()) cx["parts"] = parts;
-    nlohmann::json at = nlohmann::json::array();
     bool confirmed = mine != nullptr && !differing.empty();
-    for (size_t i = 0; mine && i < differing.size() && i < 8; ++i) {
-      const ElementCheck<Rational>& c = mine->checks[differing[i]];
-      at.push_back({{"element", full_index(stage_, differing[i])},
-                    {"parallel", rational_to_string(c.parallel)},
-                    {"logical", rational_to_string(c.logical)}});
-      if (c.parallel == c.logical) confirmed = false;
-    }
-    cx["differences"] = at;
-    cx["reduced"] = stage_.reduced;
+    for (size_t i = 0; mine && i < differing.size(); ++i)
+      if (mine->checks[differing[i]].parallel == mine->checks[differing[i]].logical)
+        confirmed = false;
+    nlohmann::json cx =
+        mine ? counterexample_json(stage_, values, *mine, differing) : nlohmann::json::object();
     if (!confirmed) cx["replay_disagrees"] = true;
     f.counterexample = cx;
   }

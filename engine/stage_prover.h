@@ -26,6 +26,8 @@ struct StageOutcome {
 struct ProverOptions {
   uint64_t rlimit = 20'000'000;
   int64_t max_stage_elements = 200'000;
+  unsigned timeout_ms = 60'000;  // wall-clock backstop per query (0: none)
+  int test_trials = 3;           // random concrete trials before the solver (0: none)
 };
 
 // `stage` is already reduced (or deliberately kept at full size).

@@ -89,7 +89,8 @@ Report verify_plan(const Plan& plan, const VerifyOptions& options) {
     report.stats.stages = static_cast<int64_t>(stages.size());
     std::vector<StageOutcome> outcomes(stages.size());
     std::vector<std::string> keys(stages.size());
-    ProverOptions prover{options.rlimit, options.max_stage_elements};
+    ProverOptions prover{options.rlimit, options.max_stage_elements, options.timeout_ms,
+                         options.test_trials};
     std::atomic<int64_t> done{0};
     std::mutex progress_mutex;
     auto report_progress = [&] {

@@ -12,10 +12,14 @@
 namespace shardproof {
 
 struct VerifyOptions {
-  int jobs = 0;                     // solver threads; 0 = all cores
-  uint64_t rlimit = 20'000'000;     // Z3 resource limit per claim query (deterministic)
-  bool reduce_shapes = true;        // shape reduction (off only for debugging)
+  int jobs = 0;                          // solver threads; 0 = all cores
+  uint64_t rlimit = 20'000'000;          // Z3 resource limit per claim query (deterministic)
+  bool reduce_shapes = true;             // shape reduction (off only for debugging)
   int64_t max_stage_elements = 200'000;  // larger reduced stages are reported unknown
+  // Wall-clock backstop per query in ms (0: none): Z3 4.8 does not count
+  // every nonlinear search step against rlimit. Hitting it gives unknown.
+  unsigned timeout_ms = 60'000;
+  int test_trials = 3;  // random concrete trials per stage before the solver
   // Called after each stage is decided: (done, total). May be empty.
   std::function<void(int64_t, int64_t)> progress;
 };

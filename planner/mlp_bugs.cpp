@@ -59,13 +59,13 @@ const std::vector<BugSpec>& table() {
        [](const Layout& s) { return needs(s.dp >= 2, "dp >= 2"); },
        [](const Layout&) { return std::string("grad.w0"); }},
       {{"pp-send-wrong-tensor",
-        "the first pipeline send of the boundary activation (dp0, tp0, mb0) carries the "
+        "the pipeline send of the middle boundary activation (dp0, tp0, mb0) carries the "
         "pre-activation (before gelu) instead of the activation",
         "pipeline stage sends the wrong buffer", "l1.act"},
        [](const Layout& s) { return needs(s.pp >= 2, "pp >= 2"); },
        [](const Layout& s) { return act(s.bug_boundary_layer()); }},
       {{"pp-send-wrong-microbatch",
-        "the pipeline send of the boundary activation for micro-batch 0 (dp0, tp0) carries "
+        "the pipeline send of the middle boundary activation for micro-batch 0 (dp0, tp0) carries "
         "micro-batch 1's activation",
         "pipeline schedule indexes the wrong micro-batch buffer", "l1.act"},
        [](const Layout& s) {

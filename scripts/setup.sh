@@ -43,7 +43,7 @@ fi
 [[ "${SHARDPROOF_SKIP_BUILD:-0}" == 1 ]] && exit 0
 
 # Configure only once; later runs let Ninja re-run CMake when needed.
-if [[ ! -f "$build_dir/build.ninja" ]]; then
+if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 fi
 cmake --build "$build_dir" -j "$jobs"

@@ -7,7 +7,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${SHARDPROOF_BUILD_DIR:-$root/build}"
 jobs="${SHARDPROOF_JOBS:-2}"
 
-if [[ ! -f "$build_dir/build.ninja" ]]; then
+if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   "$root/scripts/setup.sh"
 else
   cmake --build "$build_dir" -j "$jobs"

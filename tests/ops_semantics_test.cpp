@@ -890,6 +890,13 @@ struct RecordedRelations : AxisRelations {
     log.push_back("sub " + s(part) + " " + s(whole) + " @" + std::to_string(offset));
   }
   void freeze(AxisRef a) override { log.push_back("freeze " + s(a)); }
+  void product(AxisRef whole, const std::vector<AxisRef>& factors) override {
+    std::string entry = "product " + s(whole);
+    for (AxisRef f : factors) entry += " " + s(f);
+    log.push_back(entry);
+  }
+  void broadcast(AxisRef a) override { log.push_back("broadcast " + s(a)); }
+  void combine(AxisRef a) override { log.push_back("combine " + s(a)); }
   bool has(const std::string& entry) const {
     return std::find(log.begin(), log.end(), entry) != log.end();
   }
@@ -927,8 +934,14 @@ TEST(OpsAxes, RelationsPerFamily) {
   EXPECT_TRUE(cat.has("sub 1.0 2.0 @8"));
   auto rs = relations("reshape", {{"shape", Attr::of_int_list({8, 4, 4})}}, {a});
   EXPECT_TRUE(rs.has("same 0.0 1.0"));
-  EXPECT_TRUE(rs.has("freeze 0.1"));
-  EXPECT_TRUE(rs.has("freeze 1.2"));
+  EXPECT_TRUE(rs.has("product 0.1 1.1 1.2"));  // 16 = 4 x 4, row-major
+  auto merge = relations("reshape", {{"shape", Attr::of_int_list({128})}}, {a});
+  EXPECT_TRUE(merge.has("product 1.0 0.0 0.1"));
+  auto mixed = relations("reshape", {{"shape", Attr::of_int_list({4, 32})}}, {a});
+  EXPECT_TRUE(mixed.has("freeze 0.0"));  // 8x16 -> 4x32: no factor-wise map
+  EXPECT_TRUE(mixed.has("freeze 1.1"));
+  EXPECT_TRUE(add.has("broadcast 2.0"));  // row [1,16] repeated along dim 0
+  EXPECT_TRUE(mm.has("combine 0.1"));
   auto sum = relations("sum", {{"dims", Attr::of_int_list({0})}}, {a});
   EXPECT_TRUE(sum.has("same 0.1 1.0"));
   auto tr = relations("transpose", {{"perm", Attr::of_int_list({1, 0})}}, {a});

@@ -41,22 +41,52 @@ struct Reshape {
     // Row-major: the flat data is unchanged.
     return {make_tensor(out_shape_of(call), in[0].cls, in[0].data)};
   }
-  // Leading and trailing dims that the reshape leaves alone map to
-  // themselves; every dim of a merge or split keeps its full size.
+  // Dims are matched in groups of equal product (size-1 dims carry no
+  // positions). A group of one dim on each side is the same axis; one dim
+  // split into several (or several merged into one) is a row-major product
+  // of them; anything else (several to several) keeps its full size.
   static void relate_axes(const AttrMap&, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
     const Shape& a = in[0].shape;
     const Shape& b = out[0].shape;
-    const size_t ra = a.size(), rb = b.size();
-    size_t lead = 0;
-    while (lead < ra && lead < rb && a[lead] == b[lead]) ++lead;
-    size_t trail = 0;
-    while (trail < ra - lead && trail < rb - lead && a[ra - 1 - trail] == b[rb - 1 - trail])
-      ++trail;
-    for (size_t d = 0; d < lead; ++d) rel.same({0, int(d)}, {1, int(d)});
-    for (size_t t = 0; t < trail; ++t) rel.same({0, int(ra - 1 - t)}, {1, int(rb - 1 - t)});
-    for (size_t d = lead; d < ra - trail; ++d) rel.freeze({0, int(d)});
-    for (size_t d = lead; d < rb - trail; ++d) rel.freeze({1, int(d)});
+    auto freeze_all = [&] {
+      for (size_t d = 0; d < a.size(); ++d) rel.freeze({0, int(d)});
+      for (size_t d = 0; d < b.size(); ++d) rel.freeze({1, int(d)});
+    };
+    if (element_count(a) == 0) return freeze_all();
+    size_t i = 0, j = 0;
+    while (true) {
+      while (i < a.size() && a[i] == 1) ++i;
+      while (j < b.size() && b[j] == 1) ++j;
+      if (i == a.size() || j == b.size()) return;
+      std::vector<int> ga{int(i)}, gb{int(j)};
+      int64_t pa = a[i++], pb = b[j++];
+      while (pa != pb) {
+        if (pa < pb && i < a.size()) {
+          if (a[i] != 1) ga.push_back(int(i));
+          pa *= a[i++];
+        } else if (pb < pa && j < b.size()) {
+          if (b[j] != 1) gb.push_back(int(j));
+          pb *= b[j++];
+        } else {
+          return freeze_all();
+        }
+      }
+      if (ga.size() == 1 && gb.size() == 1) {
+        rel.same({0, ga[0]}, {1, gb[0]});
+      } else if (ga.size() == 1) {
+        std::vector<AxisRef> factors;
+        for (int d : gb) factors.push_back({1, d});
+        rel.product({0, ga[0]}, factors);
+      } else if (gb.size() == 1) {
+        std::vector<AxisRef> factors;
+        for (int d : ga) factors.push_back({0, d});
+        rel.product({1, gb[0]}, factors);
+      } else {
+        for (int d : ga) rel.freeze({0, d});
+        for (int d : gb) rel.freeze({1, d});
+      }
+    }
   }
   static AttrMap reduce_attrs(AttrMap attrs, const std::vector<Shape>&,
                               const std::vector<Shape>& reduced_out, const PositionMap&) {

@@ -1,0 +1,50 @@
+#include "engine/counterexample.h"
+
+namespace shardproof {
+namespace {
+
+nlohmann::json tensor_json(const Tensor<Rational>& t) {
+  nlohmann::json values = nlohmann::json::array();
+  for (int64_t i = 0; i < t.size() && i < 64; ++i) values.push_back(rational_to_string(t.data[i]));
+  return {{"shape", t.shape}, {"values", values}, {"truncated", t.size() > 64}};
+}
+
+}  // namespace
+
+std::vector<int64_t> full_index(const Stage& stage, int64_t element) {
+  Shape extent;
+  for (auto& [lo, hi] : stage.slice) extent.push_back(hi - lo);
+  std::vector<int64_t> local = unflatten(extent, element);
+  std::vector<int64_t> full;
+  for (size_t d = 0; d < local.size(); ++d)
+    full.push_back(stage.full_position[stage.target][d][local[d] + stage.slice[d].first]);
+  return full;
+}
+
+nlohmann::json counterexample_json(const Stage& stage, const StageValues<ConcreteAlgebra>& values,
+                                   const ClaimChecks<Rational>& claim,
+                                   const std::vector<int64_t>& differing) {
+  nlohmann::json cx;
+  nlohmann::json inputs = nlohmann::json::object();
+  nlohmann::json parts = nlohmann::json::object();
+  for (size_t t = 0; t < stage.tensors.size(); ++t) {
+    const StageTensor& st = stage.tensors[t];
+    if (!st.free || !values[t]) continue;
+    if (!st.parallel) inputs[st.name] = tensor_json(*values[t]);
+    if (st.parallel && st.of && st.of->has_part) parts[st.name] = tensor_json(*values[t]);
+  }
+  cx["inputs"] = inputs;
+  if (!parts.empty()) cx["parts"] = parts;
+  nlohmann::json at = nlohmann::json::array();
+  for (size_t i = 0; i < differing.size() && i < 8; ++i) {
+    const ElementCheck<Rational>& c = claim.checks[differing[i]];
+    at.push_back({{"element", full_index(stage, differing[i])},
+                  {"parallel", rational_to_string(c.parallel)},
+                  {"logical", rational_to_string(c.logical)}});
+  }
+  cx["differences"] = at;
+  cx["reduced"] = stage.reduced;
+  return cx;
+}
+
+}  // namespace shardproof

@@ -1,0 +1,98 @@
+#include "engine/stage_testing.h"
+
+#include <set>
+
+#include "engine/counterexample.h"
+
+namespace shardproof {
+namespace {
+
+// Deterministic small values per leaf name and trial: reals n/d with
+// |n| <= 5, d in 1..3; integers and booleans 0 or 1 (valid as indices of
+// any non-empty dimension).
+Rational random_value(const std::string& name, int trial, DClass cls) {
+  uint64_t h = std::hash<std::string>{}(name) ^ (0x9e3779b97f4a7c15ull * (trial + 1));
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 29;
+  if (cls != DClass::Real) return Rational(static_cast<long>(h % 2));
+  Rational r(static_cast<long>(h % 11) - 5, static_cast<long>((h >> 8) % 3) + 1);
+  r.canonicalize();
+  return r;
+}
+
+// Arbitrary fixed functions, with the calls made recorded for the report.
+class RecordingFunctions : public FunctionTable {
+ public:
+  Rational call(const std::string& fn, const std::vector<Rational>& args) override {
+    Rational value = inner_.call(fn, args);
+    nlohmann::json a = nlohmann::json::array();
+    for (const Rational& x : args) a.push_back(rational_to_string(x));
+    if (calls_.size() < 32 && seen_.insert(fn + a.dump()).second)
+      calls_.push_back({{"fn", fn}, {"args", a}, {"value", rational_to_string(value)}});
+    return value;
+  }
+  const nlohmann::json& calls() const { return calls_; }
+
+ private:
+  PseudoRandomFunctions inner_;
+  std::set<std::string> seen_;
+  nlohmann::json calls_ = nlohmann::json::array();
+};
+
+}  // namespace
+
+std::vector<std::string> producing_ops(const Stage& stage, const std::vector<int>& tensors) {
+  std::set<int> needed(tensors.begin(), tensors.end());
+  std::vector<std::string> names;
+  for (auto it = stage.ops.rbegin(); it != stage.ops.rend(); ++it) {
+    if (!it->parallel) continue;
+    bool produces = false;
+    for (int t : it->out) produces |= needed.count(t) > 0;
+    if (!produces) continue;
+    names.push_back(it->display_name);
+    for (int t : it->in) needed.insert(t);
+  }
+  return names;
+}
+
+std::optional<Finding> refute_by_testing(const Stage& stage, int trials) {
+  for (int trial = 0; trial < trials; ++trial) {
+    RecordingFunctions functions;
+    ConcreteAlgebra alg(functions);
+    auto leaf = [&](const std::string& name, DClass cls) { return random_value(name, trial, cls); };
+    StageValues<ConcreteAlgebra> values;
+    std::vector<ClaimChecks<Rational>> claims;
+    try {
+      values = evaluate_stage<ConcreteAlgebra>(alg, stage, leaf);
+      claims = build_claims(alg, stage, values);
+    } catch (const EvalError&) {
+      continue;  // outside the plan's domain (zero denominator, bad index): next trial
+    }
+    for (const ClaimChecks<Rational>& claim : claims) {
+      if (!claim.missing.empty()) continue;
+      std::vector<int64_t> differing;
+      for (size_t i = 0; i < claim.checks.size(); ++i)
+        if (claim.checks[i].parallel != claim.checks[i].logical)
+          differing.push_back(static_cast<int64_t>(i));
+      if (differing.empty()) continue;
+      Finding f;
+      f.kind = "mismatch";
+      f.stage = "stage " + std::to_string(stage.id) + ": " + stage.title;
+      f.tensor = stage.tensors[stage.target].name;
+      for (int t : claim.tensors) f.parallel_tensors.push_back(stage.tensors[t].name);
+      f.ops = producing_ops(stage, claim.tensors);
+      for (size_t i = 0; i < differing.size() && i < 8; ++i)
+        f.elements.push_back(full_index(stage, differing[i]));
+      f.counterexample = counterexample_json(stage, values, claim, differing);
+      f.counterexample["functions"] = functions.calls();
+      f.message = claim.label + " differs from " + f.tensor + " at " +
+                  std::to_string(differing.size()) + " of " + std::to_string(claim.checks.size()) +
+                  " checked elements (reduced sizes; found by testing random values)";
+      return f;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace shardproof
