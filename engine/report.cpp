@@ -213,7 +213,8 @@ std::string report_to_text(const Report& report) {
   out << display_path(report) << ": " << verdict_title(report.verdict);
   if (report.verdict != Verdict::Invalid && report.verdict != Verdict::InternalError) {
     out << " (" << report.stats.stages << (report.stats.stages == 1 ? " stage, " : " stages, ")
-        << report.stats.solved << " solved, " << format_seconds(report.stats.seconds) << ")";
+        << report.stats.unique_stages << " distinct, " << report.stats.solved << " solved, "
+        << format_seconds(report.stats.seconds) << ")";
   }
   out << "\n";
 
@@ -268,6 +269,7 @@ nlohmann::json report_to_json(const Report& report) {
   j["findings"] = std::move(findings);
 
   j["stats"] = {{"stages", report.stats.stages},
+                {"unique_stages", report.stats.unique_stages},
                 {"solved", report.stats.solved},
                 {"proven_trivially", report.stats.proven_trivially},
                 {"logical_ops", report.stats.logical_ops},

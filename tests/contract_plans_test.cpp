@@ -26,7 +26,9 @@ using Names = std::vector<std::string>;
 using Ranges = std::vector<std::pair<int64_t, int64_t>>;
 using Group = std::vector<int>;
 
-json obj() { return json::object(); }
+json obj() {
+  return json::object();
+}
 
 // Lineage: `tensor`, optional slice (one [lo, hi) per dimension), optional part [k, n].
 json of(const std::string& tensor, const Ranges& slice = {}, int k = -1, int n = 0) {
@@ -39,7 +41,9 @@ json of(const std::string& tensor, const Ranges& slice = {}, int k = -1, int n =
   if (n > 0) o["part"] = json::array({k, n});
   return o;
 }
-json part(const std::string& tensor, int k, int n) { return of(tensor, {}, k, n); }
+json part(const std::string& tensor, int k, int n) {
+  return of(tensor, {}, k, n);
+}
 
 json names(const Names& v) {
   json a = json::array();
@@ -81,8 +85,11 @@ class Graph {
   }
   // An op whose outputs are already declared.
   Graph& op(const std::string& kind, const Names& in, const Names& out, json attrs = obj()) {
-    ops_.push_back({{"name", "op." + out.at(0)}, {"op", kind}, {"in", names(in)},
-                    {"out", names(out)}, {"attrs", attrs}});
+    ops_.push_back({{"name", "op." + out.at(0)},
+                    {"op", kind},
+                    {"in", names(in)},
+                    {"out", names(out)},
+                    {"attrs", attrs}});
     return *this;
   }
   // Logical op with one output, declared here.
@@ -96,8 +103,12 @@ class Graph {
               const std::string& kind, const Names& in, json attrs = obj(),
               const std::string& dtype = "f32") {
     t(name, shape, lineage, rank, dtype);
-    ops_.push_back({{"name", "op." + name}, {"op", kind}, {"in", names(in)}, {"out", names({name})},
-                    {"attrs", attrs}, {"rank", rank}});
+    ops_.push_back({{"name", "op." + name},
+                    {"op", kind},
+                    {"in", names(in)},
+                    {"out", names({name})},
+                    {"attrs", attrs},
+                    {"rank", rank}});
     return *this;
   }
   // A collective over `group`; its outputs are already declared.
@@ -105,8 +116,12 @@ class Graph {
               json attrs = obj()) {
     json g = json::array();
     for (int r : group) g.push_back(r);
-    ops_.push_back({{"name", kind + "." + out.at(0)}, {"op", kind}, {"in", names(in)},
-                    {"out", names(out)}, {"attrs", attrs}, {"group", g}});
+    ops_.push_back({{"name", kind + "." + out.at(0)},
+                    {"op", kind},
+                    {"in", names(in)},
+                    {"out", names(out)},
+                    {"attrs", attrs},
+                    {"group", g}});
     return *this;
   }
   Graph& out(const Names& v) {
@@ -126,11 +141,15 @@ class Graph {
 };
 
 json plan(const Graph& logical, const Graph& parallel) {
-  return {{"format", "shardproof-plan/1"}, {"name", "contract"},
-          {"logical", logical.to_json()},   {"parallel", parallel.to_json()}};
+  return {{"format", "shardproof-plan/1"},
+          {"name", "contract"},
+          {"logical", logical.to_json()},
+          {"parallel", parallel.to_json()}};
 }
 
-std::string R(int r) { return "r" + std::to_string(r) + "."; }
+std::string R(int r) {
+  return "r" + std::to_string(r) + ".";
+}
 
 // What a verification gave, read back from a child process.
 struct Outcome {
@@ -232,7 +251,13 @@ const char* kEps = "1/100000";
 // Sequence parallelism: a row-parallel matmul leaves partial sums of h[8, 4];
 // they are reduce-scattered along the sequence dim, rmsnorm runs on the local
 // rows, and the rows are all-gathered back.
-enum class SpVariant { Correct, ReversedGroups, GatherWrongOrder, ScatterHiddenDim, ScatterReshape };
+enum class SpVariant {
+  Correct,
+  ReversedGroups,
+  GatherWrongOrder,
+  ScatterHiddenDim,
+  ScatterReshape
+};
 
 json sequence_parallel(SpVariant v) {
   Graph L;
@@ -328,8 +353,8 @@ struct ZeroOptions {
 
 json zero(const ZeroOptions& o) {
   json sgd = {{"lr", "1/100"}};
-  json adam = {{"lr", "1/1000"}, {"beta1", "9/10"}, {"beta2", "999/1000"},
-               {"eps", "1/100000000"}, {"step", 3}, {"weight_decay", "1/100"}};
+  json adam = {{"lr", "1/1000"},       {"beta1", "9/10"}, {"beta2", "999/1000"},
+               {"eps", "1/100000000"}, {"step", 3},       {"weight_decay", "1/100"}};
   Graph L;
   L.in("x", {8, 4}).in("dy", {8, 4}).in("w", {4, 4});
   L.def("gw", {4, 4}, "matmul", {"x", "dy"}, {{"transpose_a", true}});
@@ -362,8 +387,8 @@ json zero(const ZeroOptions& o) {
       P.t(p + "v.next", {2, 4}, of("v.next", rows), r);
       json a = adam;
       if (r == 1) a["step"] = o.rank1_step;
-      P.op("adam", {p + "w", p + "gs", p + "m", p + "v"}, {p + "ws.next", p + "m.next", p + "v.next"},
-           a);
+      P.op("adam", {p + "w", p + "gs", p + "m", p + "v"},
+           {p + "ws.next", p + "m.next", p + "v.next"}, a);
       P.out({p + "m.next", p + "v.next"});
     } else {
       P.op("sgd", {p + "w", p + "gs"}, {p + "ws.next"}, sgd);
@@ -650,15 +675,18 @@ json vocab_log_softmax(VlsmBug bug) {
   for (int r = 0; r < 2; ++r) {
     const std::string p = R(r);
     P.pin(r, p + "x", {4, 4}, of("logits", {{0, 4}, {4 * r, 4 * r + 4}}));
-    P.pdef(r, p + "mx.local", {4, 1}, nullptr, "max", {p + "x"}, {{"dims", {1}}, {"keepdim", true}});
+    P.pdef(r, p + "mx.local", {4, 1}, nullptr, "max", {p + "x"},
+           {{"dims", {1}}, {"keepdim", true}});
     P.t(p + "mx", {4, 1}, nullptr, r);
     const std::string mx = bug == VlsmBug::LocalMax ? p + "mx.local" : p + "mx";
     P.pdef(r, p + "d", {4, 4}, nullptr, "sub", {p + "x", mx});
     P.pdef(r, p + "e", {4, 4}, nullptr, "exp", {p + "d"});
-    P.pdef(r, p + "s.local", {4, 1}, nullptr, "sum", {p + "e"}, {{"dims", {-1}}, {"keepdim", true}});
+    P.pdef(r, p + "s.local", {4, 1}, nullptr, "sum", {p + "e"},
+           {{"dims", {-1}}, {"keepdim", true}});
     P.t(p + "s", {4, 1}, nullptr, r);
     P.pdef(r, p + "ls", {4, 1}, nullptr, "log", {p + "s"});
-    P.pdef(r, p + "lsm", {4, 4}, of("lsm", {{0, 4}, {4 * r, 4 * r + 4}}), "sub", {p + "d", p + "ls"});
+    P.pdef(r, p + "lsm", {4, 4}, of("lsm", {{0, 4}, {4 * r, 4 * r + 4}}), "sub",
+           {p + "d", p + "ls"});
     P.out({p + "lsm"});
   }
   P.coll("all_reduce", {0, 1}, {"r0.mx.local", "r1.mx.local"}, {"r0.mx", "r1.mx"},
@@ -843,8 +871,7 @@ json hidden_parallel_layernorm(LnBug bug) {
     P.t(p + "S", {4, 1}, nullptr, r);
     P.pdef(r, p + "mu", {4, 1}, nullptr, "scale", {p + "S"}, {{"factor", inv}});
     P.pdef(r, p + "d", {4, 4}, nullptr, "sub", {p + "x", p + "mu"});
-    P.pdef(r, p + "sq", {4, 4}, nullptr, "square",
-           {bug == LnBug::VarianceOfX ? p + "x" : p + "d"});
+    P.pdef(r, p + "sq", {4, 4}, nullptr, "square", {bug == LnBug::VarianceOfX ? p + "x" : p + "d"});
     P.pdef(r, p + "ss", {4, 1}, nullptr, "sum", {p + "sq"}, {{"dims", {-1}}, {"keepdim", true}});
     P.t(p + "SS", {4, 1}, nullptr, r);
     P.pdef(r, p + "var", {4, 1}, nullptr, "scale", {p + "SS"}, {{"factor", "1/8"}});
@@ -971,8 +998,8 @@ json int_bool_lineage(IntBug bug) {
     P.pdef(r, p + "lim", {4, 4}, nullptr, "const", {}, {{"value", 5}, {"shape", {4, 4}}}, "i64");
     const std::string cmp = (bug == IntBug::LimitOffByOne && r == 1) ? "le" : "lt";
     P.pdef(r, p + "early", {4, 4}, of("early", rows), cmp, {p + "pos", p + "lim"}, obj(), "bool");
-    P.pdef(r, p + "valid", {4, 4}, of("valid", rows), "where", {p + "keep", p + "early", p + "keep"},
-           obj(), "bool");
+    P.pdef(r, p + "valid", {4, 4}, of("valid", rows), "where",
+           {p + "keep", p + "early", p + "keep"}, obj(), "bool");
     P.pdef(r, p + "cnt", {4, 4}, of("cnt", rows), "cast", {p + "valid"}, {{"dtype", "i32"}}, "i32");
     P.pdef(r, p + "zero", {4, 4}, nullptr, "const", {},
            {{"value", 0}, {"shape", {4, 4}}, {"dtype", "f32"}});
@@ -1045,8 +1072,8 @@ json map_functions(MapBug bug) {
     else
       P.pdef(r, p + "gp", {4, 4}, nullptr, "map", {p + "h"}, {{"fn", "gelu"}});
     P.pdef(r, p + "dh", {4, 4}, of("dh", cols), "mul", {p + "gp", p + "dy"});
-    const Names args = (buggy && bug == MapBug::SwappedArgs) ? Names{p + "dy", p + "h"}
-                                                             : Names{p + "h", p + "dy"};
+    const Names args =
+        (buggy && bug == MapBug::SwappedArgs) ? Names{p + "dy", p + "h"} : Names{p + "h", p + "dy"};
     P.pdef(r, p + "z", {4, 4}, of("z", cols), "map", args, {{"fn", "mix"}});
     P.out({p + "dh", p + "z"});
   }
@@ -1248,8 +1275,10 @@ json rope(RopeBug bug) {
       P.pdef(r, p + "rotp", {4, 4, 2}, nullptr, "concat", {p + "nod", p + "ev"}, {{"dim", 2}});
       P.pdef(r, p + "rot", {4, 8}, nullptr, "reshape", {p + "rotp"}, {{"shape", {4, 8}}});
     } else {
-      P.pdef(r, p + "x1", {4, 4}, nullptr, "slice", {p + "x"}, {{"dim", 1}, {"start", 0}, {"end", 4}});
-      P.pdef(r, p + "x2", {4, 4}, nullptr, "slice", {p + "x"}, {{"dim", 1}, {"start", 4}, {"end", 8}});
+      P.pdef(r, p + "x1", {4, 4}, nullptr, "slice", {p + "x"},
+             {{"dim", 1}, {"start", 0}, {"end", 4}});
+      P.pdef(r, p + "x2", {4, 4}, nullptr, "slice", {p + "x"},
+             {{"dim", 1}, {"start", 4}, {"end", 8}});
       P.pdef(r, p + "nx2", {4, 4}, nullptr, "neg", {p + "x2"});
       P.pdef(r, p + "rot", {4, 8}, nullptr, "concat", {p + "nx2", p + "x1"}, {{"dim", -1}});
     }
@@ -1408,7 +1437,8 @@ json vocab_cross_entropy(VceBug bug) {
     const int hi = (bug == VceBug::OffByOneRange && r == 1) ? 7 : 4 * r + 4;
     P.pin(r, p + "x", {4, 4}, of("logits", {{0, 4}, {4 * r, 4 * r + 4}}));
     P.pin(r, p + "labels", {4, 1}, of("labels"), "i64");
-    P.pdef(r, p + "mx.local", {4, 1}, nullptr, "max", {p + "x"}, {{"dims", {1}}, {"keepdim", true}});
+    P.pdef(r, p + "mx.local", {4, 1}, nullptr, "max", {p + "x"},
+           {{"dims", {1}}, {"keepdim", true}});
     P.t(p + "mx", {4, 1}, nullptr, r);
     P.pdef(r, p + "d", {4, 4}, nullptr, "sub", {p + "x", p + "mx"});
     P.pdef(r, p + "e", {4, 4}, nullptr, "exp", {p + "d"});
@@ -1540,7 +1570,9 @@ json rewrite(Body logical, Body parallel) {
   return plan(L, P);
 }
 
-Dims rows_of(int rank) { return rank < 0 ? Dims{4, 4} : Dims{2, 4}; }
+Dims rows_of(int rank) {
+  return rank < 0 ? Dims{4, 4} : Dims{2, 4};
+}
 
 void relu_op(Graph& g, int r, const std::string& p, const json& c) {
   def_on(g, r, p + "y", rows_of(r), c, "relu", {p + "x"});
@@ -1628,6 +1660,31 @@ TEST(ContractPlans, UninterpretedFunctionIdentitiesAreNotUsed) {
   expect_bug(rewrite(rsqrt_op, rsqrt_by_sqrt), "uf-rsqrt", "y");
   expect_bug(rewrite(silu_op, silu_by_sigmoid), "uf-silu", "y");
   expect_bug(rewrite(exp_of_sum, product_of_exps), "uf-exp", "y");
+}
+
+// maximum(x, z) written with comparisons; the buggy twin differs only where
+// x == z (a difference random testing hardly ever hits: the solver must).
+void maximum_op(Graph& g, int r, const std::string& p, const json& c) {
+  def_on(g, r, p + "y", rows_of(r), c, "maximum", {p + "x", p + "z"});
+}
+void maximum_by_where(Graph& g, int r, const std::string& p, const json& c) {
+  g.t(p + "gt", rows_of(r), nullptr, r, "bool");
+  g.op("gt", {p + "x", p + "z"}, {p + "gt"});
+  def_on(g, r, p + "y", rows_of(r), c, "where", {p + "gt", p + "x", p + "z"});
+}
+void maximum_wrong_on_ties(Graph& g, int r, const std::string& p, const json& c) {
+  g.t(p + "gt", rows_of(r), nullptr, r, "bool");
+  g.op("gt", {p + "x", p + "z"}, {p + "gt"});
+  g.t(p + "eq", rows_of(r), nullptr, r, "bool");
+  g.op("eq", {p + "x", p + "z"}, {p + "eq"});
+  def_on(g, r, p + "nx", rows_of(r), nullptr, "neg", {p + "x"});
+  def_on(g, r, p + "tie", rows_of(r), nullptr, "where", {p + "eq", p + "nx", p + "z"});
+  def_on(g, r, p + "y", rows_of(r), c, "where", {p + "gt", p + "x", p + "tie"});
+}
+
+TEST(ContractPlans, DifferenceOnlyOnTies) {
+  expect_equivalent(rewrite(maximum_op, maximum_by_where), "ties");
+  expect_bug(rewrite(maximum_op, maximum_wrong_on_ties), "ties-wrong", "y");
 }
 
 }  // namespace

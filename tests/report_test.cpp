@@ -16,6 +16,7 @@ Report mismatch_report() {
   r.meta = {{"tp", 2}};
   r.verdict = Verdict::NotEquivalent;
   r.stats.stages = 3;
+  r.stats.unique_stages = 2;
   r.stats.solved = 2;
   r.stats.proven_trivially = 1;
   r.stats.logical_ops = 3;
@@ -61,7 +62,8 @@ TEST(Verdict, SeverityOrder) {
 TEST(ReportText, VerdictLineThenFinding) {
   std::string text = report_to_text(mismatch_report());
   std::string first_line = text.substr(0, text.find('\n'));
-  EXPECT_EQ(first_line, "tp2-ffn-bug-mean.json: NOT EQUIVALENT (3 stages, 2 solved, 0.41 s)");
+  EXPECT_EQ(first_line,
+            "tp2-ffn-bug-mean.json: NOT EQUIVALENT (3 stages, 2 distinct, 2 solved, 0.41 s)");
   EXPECT_NE(text.find("stage 3: out[0:8, 0:16]"), std::string::npos) << text;
   EXPECT_NE(text.find("logical tensor: out"), std::string::npos) << text;
   EXPECT_NE(text.find("[0, 0] [0, 1]"), std::string::npos) << text;
@@ -76,9 +78,10 @@ TEST(ReportText, EquivalentIsOneLine) {
   r.plan_path = "a.json";
   r.verdict = Verdict::Equivalent;
   r.stats.stages = 1;
+  r.stats.unique_stages = 1;
   r.stats.solved = 0;
   r.stats.seconds = 0.004;
-  EXPECT_EQ(report_to_text(r), "a.json: EQUIVALENT (1 stage, 0 solved, 0.00 s)\n");
+  EXPECT_EQ(report_to_text(r), "a.json: EQUIVALENT (1 stage, 1 distinct, 0 solved, 0.00 s)\n");
 }
 
 TEST(ReportText, ManyElementsAreCut) {
