@@ -24,7 +24,8 @@ struct VerifyArgs {
   std::string format = "text";
   int jobs = 0;
   uint64_t rlimit = VerifyOptions{}.rlimit;  // one default, the engine's
-  bool quiet = false;                        // no progress line even on a terminal
+  unsigned timeout_ms = VerifyOptions{}.timeout_ms;
+  bool quiet = false;  // no progress line even on a terminal
 };
 CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args);
 int run_verify(const VerifyArgs& args);

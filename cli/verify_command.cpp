@@ -128,6 +128,9 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
   cmd->add_option("--rlimit", args.rlimit,
                   "Z3 resource limit per claim query (deterministic; exceeded: unknown)")
       ->capture_default_str();
+  cmd->add_option("--timeout-ms", args.timeout_ms,
+                  "Wall-clock backstop per claim query in ms (0: none; exceeded: unknown)")
+      ->capture_default_str();
   cmd->add_flag("--quiet,-q", args.quiet, "No progress line on stderr");
   return cmd;
 }
@@ -136,6 +139,7 @@ int run_verify(const VerifyArgs& args) {
   VerifyOptions options;
   options.jobs = args.jobs;
   options.rlimit = args.rlimit;
+  options.timeout_ms = args.timeout_ms;
 
   // Progress is for people: never written into a pipe or a CI log.
   ProgressLine progress(!args.quiet && isatty(STDERR_FILENO));
