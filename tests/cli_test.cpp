@@ -99,6 +99,14 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   CliResult r = run("verify --no-such-flag x.json");
   EXPECT_EQ(r.code, 2);
   EXPECT_FALSE(r.err.empty());
+  EXPECT_EQ(run("verify --timeout-ms soon " + quote((kExamples / "tp2-ffn.json").string())).code,
+            2);
+}
+
+TEST_F(CliTest, SolverLimitsAreOptions) {
+  std::string plan = quote((kExamples / "tp2-ffn.json").string());
+  EXPECT_EQ(run("verify --rlimit 1000000 --timeout-ms 5000 " + plan).code, 0);
+  EXPECT_EQ(run("verify --timeout-ms 0 " + plan).code, 0);
 }
 
 TEST_F(CliTest, VersionPrintsIt) {
