@@ -18,6 +18,7 @@
 
 #include "engine/plan_parser.h"
 #include "planner/planner.h"
+#include "tests/planner_support.h"
 
 namespace shardproof {
 namespace {
@@ -27,24 +28,10 @@ using planner::PlanConfig;
 
 PlanConfig config(int layers, int dp, int tp, int pp, int mb, const std::string& optimizer = "sgd",
                   const std::string& bug = "") {
-  PlanConfig c;
-  c.layers = layers;
-  c.hidden = 8;
-  c.batch = 8;
-  c.dp = dp;
-  c.tp = tp;
-  c.pp = pp;
-  c.microbatches = mb;
-  c.optimizer = optimizer;
-  c.bug = bug;
-  return c;
+  return testing::mlp_config(layers, dp, tp, pp, mb, optimizer, bug);
 }
 
-std::string describe(const PlanConfig& c) {
-  return "L" + std::to_string(c.layers) + " dp" + std::to_string(c.dp) + " tp" +
-         std::to_string(c.tp) + " pp" + std::to_string(c.pp) + " mb" +
-         std::to_string(c.microbatches) + " " + c.optimizer + (c.bug.empty() ? "" : " " + c.bug);
-}
+using testing::describe;
 
 // Writes the plan to a temporary file and parses it; "" when valid.
 std::string parse_error(const json& plan) {

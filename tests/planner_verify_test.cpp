@@ -10,6 +10,7 @@
 
 #include "engine/verifier.h"
 #include "planner/planner.h"
+#include "tests/planner_support.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
@@ -17,23 +18,12 @@ namespace {
 
 using planner::PlanConfig;
 
-PlanConfig config(int layers, int dp, int tp, int pp, int mb,
-                  const std::string& optimizer = "sgd") {
-  PlanConfig c;
-  c.layers = layers;
-  c.dp = dp;
-  c.tp = tp;
-  c.pp = pp;
-  c.microbatches = mb;
-  c.optimizer = optimizer;
-  return c;
+PlanConfig config(int layers, int dp, int tp, int pp, int mb, const std::string& optimizer = "sgd",
+                  const std::string& bug = "") {
+  return testing::mlp_config(layers, dp, tp, pp, mb, optimizer, bug);
 }
 
-std::string describe(const PlanConfig& c) {
-  return "L" + std::to_string(c.layers) + " dp" + std::to_string(c.dp) + " tp" +
-         std::to_string(c.tp) + " pp" + std::to_string(c.pp) + " mb" +
-         std::to_string(c.microbatches) + " " + c.optimizer + (c.bug.empty() ? "" : " " + c.bug);
-}
+using testing::describe;
 
 Report verify(const PlanConfig& c) {
   return testing::verify_json(planner::generate_plan("mlp", c), "planner-verify");

@@ -1,0 +1,33 @@
+// Shared by the planner suites: a compact way to name an MLP configuration.
+#pragma once
+
+#include <string>
+
+#include "planner/planner.h"
+
+namespace shardproof::testing {
+
+inline planner::PlanConfig mlp_config(int layers, int dp, int tp, int pp, int mb,
+                                      const std::string& optimizer = "sgd",
+                                      const std::string& bug = "") {
+  planner::PlanConfig c;
+  c.layers = layers;
+  c.hidden = 8;
+  c.batch = 8;
+  c.dp = dp;
+  c.tp = tp;
+  c.pp = pp;
+  c.microbatches = mb;
+  c.optimizer = optimizer;
+  c.bug = bug;
+  return c;
+}
+
+// "L4 dp2 tp2 pp1 mb2 sgd [bug]" for failure messages.
+inline std::string describe(const planner::PlanConfig& c) {
+  return "L" + std::to_string(c.layers) + " dp" + std::to_string(c.dp) + " tp" +
+         std::to_string(c.tp) + " pp" + std::to_string(c.pp) + " mb" +
+         std::to_string(c.microbatches) + " " + c.optimizer + (c.bug.empty() ? "" : " " + c.bug);
+}
+
+}  // namespace shardproof::testing
