@@ -96,11 +96,11 @@ class Prover {
       return v;
     };
     StageValues<Z3Algebra> values = evaluate_stage<Z3Algebra>(alg_, stage_, leaf);
-    claims_ = build_claims(alg_, stage_, values);
+    std::vector<ClaimChecks<z3::expr>> claims = build_claims(alg_, stage_, values);
     z3::params simplify_params(ctx_);
     simplify_params.set("som", true);
     bool any_unsat = false;
-    for (const ClaimChecks<z3::expr>& claim : claims_) {
+    for (const ClaimChecks<z3::expr>& claim : claims) {
       if (!claim.missing.empty()) return unknown(out, claim.label + ": " + claim.missing);
       z3::expr_vector differs(ctx_);
       std::vector<const ElementCheck<z3::expr>*> pending;
@@ -270,7 +270,6 @@ class Prover {
   ProverOptions options_;
   z3::context ctx_;
   Z3Algebra alg_;
-  std::vector<ClaimChecks<z3::expr>> claims_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "planner/planner.h"
 
@@ -21,6 +22,19 @@ inline planner::PlanConfig mlp_config(int layers, int dp, int tp, int pp, int mb
   c.optimizer = optimizer;
   c.bug = bug;
   return c;
+}
+
+// The test matrix: every dp, tp, pp in {1, 2, 4} and 1 or 2 micro-batches
+// on 4 layers, alternating sgd and adam.
+inline std::vector<planner::PlanConfig> mlp_config_matrix() {
+  std::vector<planner::PlanConfig> configs;
+  for (int dp : {1, 2, 4})
+    for (int tp : {1, 2, 4})
+      for (int pp : {1, 2, 4})
+        for (int mb : {1, 2})
+          configs.push_back(
+              mlp_config(4, dp, tp, pp, mb, (dp + tp + pp + mb) % 2 ? "adam" : "sgd"));
+  return configs;
 }
 
 // "L4 dp2 tp2 pp1 mb2 sgd [bug]" for failure messages.

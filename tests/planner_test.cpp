@@ -149,19 +149,15 @@ TEST(Planner, ListsModelsAndBugs) {
 // Every dp, tp, pp in {1, 2, 4} and microbatches in {1, 2} on hidden 8,
 // batch 8, layers 4: generates, is structurally sound, and parses.
 TEST(Planner, EveryConfigurationGeneratesAValidPlan) {
-  for (int dp : {1, 2, 4})
-    for (int tp : {1, 2, 4})
-      for (int pp : {1, 2, 4})
-        for (int mb : {1, 2}) {
-          PlanConfig c = config(4, dp, tp, pp, mb, (dp + tp + pp + mb) % 2 ? "adam" : "sgd");
-          SCOPED_TRACE(describe(c));
-          json plan = planner::generate_plan("mlp", c);
-          check_structure(plan, c);
-          EXPECT_EQ(count_ops(plan["logical"], false), 7 * c.layers);
-          EXPECT_EQ(count_ops(plan["parallel"], false), expected_local_ops(c));
-          EXPECT_EQ(count_ops(plan["parallel"], true), expected_collectives(c));
-          EXPECT_EQ(parse_error(plan), "");
-        }
+  for (const PlanConfig& c : testing::mlp_config_matrix()) {
+    SCOPED_TRACE(describe(c));
+    json plan = planner::generate_plan("mlp", c);
+    check_structure(plan, c);
+    EXPECT_EQ(count_ops(plan["logical"], false), 7 * c.layers);
+    EXPECT_EQ(count_ops(plan["parallel"], false), expected_local_ops(c));
+    EXPECT_EQ(count_ops(plan["parallel"], true), expected_collectives(c));
+    EXPECT_EQ(parse_error(plan), "");
+  }
 }
 
 TEST(Planner, OddAndSingleLayerModelsGenerateValidPlans) {

@@ -30,15 +30,11 @@ Report verify(const PlanConfig& c) {
 }
 
 TEST(PlannerVerify, CorrectPlansAreEquivalent) {
-  for (int dp : {1, 2, 4})
-    for (int tp : {1, 2, 4})
-      for (int pp : {1, 2, 4})
-        for (int mb : {1, 2}) {
-          PlanConfig c = config(4, dp, tp, pp, mb, (dp + tp + pp + mb) % 2 ? "adam" : "sgd");
-          SCOPED_TRACE(describe(c));
-          Report r = verify(c);
-          EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
-        }
+  for (const PlanConfig& c : testing::mlp_config_matrix()) {
+    SCOPED_TRACE(describe(c));
+    Report r = verify(c);
+    EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+  }
 }
 
 TEST(PlannerVerify, OddLayerCountsAreEquivalent) {
