@@ -35,15 +35,16 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
       app.add_subcommand("plan", "Generate a plan for a model family and a parallel configuration");
   planner::PlanConfig& c = args.config;
   cmd->add_option("model", args.model, "Model family (see --list-models)");
-  cmd->add_option("--layers", c.layers, "Layers")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--hidden", c.hidden, "Hidden size")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--batch", c.batch, "Global batch size")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
+  // Sizes default to the model's own (its published shape for llama3-*).
+  cmd->add_option("--layers", c.layers, "Layers (default: the model's)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--hidden", c.hidden, "Hidden size (mlp; default 8)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--batch", c.batch,
+                  "Global batch: rows (mlp) or sequences (default: the model's, or dp*microbatches)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--seq", c.seq, "Sequence length (transformers; default: the model's)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   cmd->add_option("--dp", c.dp, "Data-parallel degree")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
@@ -53,12 +54,25 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
   cmd->add_option("--pp", c.pp, "Pipeline-parallel degree")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  cmd->add_option("--cp", c.cp, "Context-parallel degree (transformers)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_flag("--sp", c.sp, "Sequence parallelism over the tp group (transformers)");
+  cmd->add_option("--zero", c.zero,
+                  "ZeRO stage: 0 gradient all-reduce, 1 or 2 optimizer state sharded over dp")
+      ->check(CLI::Range(0, 2))
+      ->capture_default_str();
+  cmd->add_option("--ep", c.ep, "Expert-parallel degree (MoE models)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_flag("--tie-embeddings", c.tie_embeddings,
+                "LM head shares the embedding table (transformers)");
   cmd->add_option("--microbatches", c.microbatches, "Micro-batches per step")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  cmd->add_option("--optimizer", c.optimizer, "Optimizer step")
-      ->check(CLI::IsMember({"sgd", "adam"}))
-      ->capture_default_str();
+  cmd->add_option("--optimizer", c.optimizer,
+                  "Optimizer step: sgd or adam (AdamW); default: the model's (mlp sgd, llama3 adam)")
+      ->check(CLI::IsMember({"sgd", "adam"}));
   cmd->add_option("--bug", c.bug, "Inject one bug from the model's catalogue (see --list-bugs)");
   cmd->add_option("-o,--output", args.output, "Write the plan here instead of stdout");
   cmd->add_flag("--list-bugs", args.list_bugs, "List the bugs MODEL can carry");

@@ -20,5 +20,6 @@ struct ModelFamily {
 };
 
 const ModelFamily& mlp_family();
+std::vector<const ModelFamily*> llama3_families();
 
 }  // namespace shardproof::planner

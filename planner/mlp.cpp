@@ -33,7 +33,7 @@ nlohmann::json mlp_generate(const PlanConfig& config) {
   nlohmann::json meta = {
       {"model", "mlp"},    {"layers", layout.L},        {"hidden", layout.H},
       {"batch", layout.B}, {"dp", layout.dp},           {"tp", layout.tp},
-      {"pp", layout.pp},   {"microbatches", layout.mb}, {"optimizer", config.optimizer}};
+      {"pp", layout.pp},   {"microbatches", layout.mb}, {"optimizer", layout.c.optimizer}};
   if (bug) {
     meta["bug"] = bug->info.name;
     meta["bug_first_tensor"] = bug->first_tensor(layout);

@@ -7,6 +7,15 @@ namespace shardproof::planner::mlp {
 
 namespace {
 
+// 0 (or empty) means "the model's default".
+PlanConfig with_defaults(PlanConfig c) {
+  if (c.layers == 0) c.layers = 2;
+  if (c.hidden == 0) c.hidden = 8;
+  if (c.batch == 0) c.batch = 8;
+  if (c.optimizer.empty()) c.optimizer = "sgd";
+  return c;
+}
+
 [[noreturn]] void reject(const std::string& why) {
   throw std::invalid_argument("mlp: " + why);
 }
@@ -18,14 +27,19 @@ std::string str(int64_t v) {
 }  // namespace
 
 Layout::Layout(const PlanConfig& config)
-    : c(config),
-      L(config.layers),
+    : c(with_defaults(config)),
+      L(c.layers),
       dp(config.dp),
       tp(config.tp),
       pp(config.pp),
       mb(config.microbatches),
-      B(config.batch),
-      H(config.hidden) {
+      B(c.batch),
+      H(c.hidden) {
+  for (auto [name, v] : {std::pair{"cp", config.cp}, {"ep", config.ep}, {"zero", config.zero + 1}})
+    if (v != 1) reject(std::string(name) + " is not supported by the mlp family");
+  if (config.sp) reject("sp is not supported by the mlp family");
+  if (config.seq != 0) reject("seq is not supported by the mlp family");
+  if (config.tie_embeddings) reject("tie_embeddings is not supported by the mlp family");
   if (L < 1) reject("layers must be >= 1 (got " + str(L) + ")");
   if (H < 1) reject("hidden must be >= 1 (got " + str(H) + ")");
   if (B < 1) reject("batch must be >= 1 (got " + str(B) + ")");

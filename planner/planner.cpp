@@ -10,7 +10,11 @@ namespace shardproof::planner {
 namespace {
 
 const std::vector<const ModelFamily*>& families() {
-  static const std::vector<const ModelFamily*> all = {&mlp_family()};
+  static const std::vector<const ModelFamily*> all = [] {
+    std::vector<const ModelFamily*> f = {&mlp_family()};
+    for (const ModelFamily* m : llama3_families()) f.push_back(m);
+    return f;
+  }();
   return all;
 }
 

@@ -3,6 +3,7 @@
 // bug from the family's catalogue.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,23 +11,31 @@
 
 namespace shardproof::planner {
 
+// Sizes left at 0 take the model's default (its published shape for the
+// llama3 presets). Degrees a family does not support must stay at 1.
 struct PlanConfig {
-  int layers = 2;
-  int hidden = 8;
-  int batch = 8;
+  int layers = 0;
+  int hidden = 0;
+  int batch = 0;   // global batch (rows for mlp, sequences for transformers)
+  int64_t seq = 0;  // sequence length (transformers)
   int dp = 1;
   int tp = 1;
   int pp = 1;
+  int cp = 1;             // context parallel (transformers)
+  bool sp = false;        // sequence parallel over the tp group (transformers)
+  int zero = 0;           // 0: gradient all-reduce; 1|2: ZeRO optimizer-state sharding over dp
+  int ep = 1;             // expert parallel (MoE families)
+  bool tie_embeddings = false;  // transformers: LM head shares the embedding table
   int microbatches = 1;
-  std::string optimizer = "sgd";  // "sgd" | "adam"
-  std::string bug;                // empty: a correct plan
+  std::string optimizer;  // "sgd" | "adam"; empty: the model's default
+  std::string bug;        // empty: a correct plan
 };
 
 struct BugInfo {
   std::string name;         // what --bug takes
   std::string description;  // one line
   std::string real_world;   // the real-world bug class it stands for
-  std::string first_tensor_hint;  // logical tensor (or its prefix) where it first shows
+  std::string first_tensor_hint = "";  // logical tensor (or its prefix) where it first shows
 };
 
 std::vector<std::string> list_models();

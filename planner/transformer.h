@@ -1,0 +1,258 @@
+// Decoder-only transformer training step (Llama-3 style), internal to the
+// planner: RMSNorm, grouped-query attention with rotary embedding and an
+// additive causal mask (cos/sin tables and the mask are inputs), SwiGLU MLP
+// with a fused gate/up weight, final norm, LM head, cross-entropy, the whole
+// backward pass, then SGD or AdamW on every parameter.
+//
+// One builder writes both graphs: the logical graph is the same program run
+// with every parallel degree 1 and no collectives (the way Megatron's modules
+// run unsharded), the parallel graph runs it per rank and micro-batch on local
+// shards, with the collectives of Megatron-style data, tensor, sequence,
+// context and pipeline parallelism and ZeRO in between. Every local tensor
+// that stands for a logical one claims its slice (and part), so the verifier
+// cuts the step into small stages.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <string>
+#include <vector>
+
+#include "planner/plan_builder.h"
+#include "planner/planner.h"
+
+namespace shardproof::planner::transformer {
+
+// A model's published shape.
+struct ModelShape {
+  std::string name;
+  int layers = 0;
+  int64_t hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, seq = 0;
+  int64_t batch = 0;  // default global batch (sequences)
+};
+
+// Validated configuration plus the index arithmetic of the device mesh.
+struct Layout {
+  Layout(const ModelShape& model, const PlanConfig& config);  // throws std::invalid_argument
+  // The same model with every degree 1 and no bug: the logical program.
+  Layout single_device() const;
+
+  ModelShape model;
+  PlanConfig c;
+  bool logical = false;
+  int L, dp, tp, pp, cp, mb, zero;
+  bool sp, tie;
+  int64_t B, S, H, NH, NKV, D, F, V;
+
+  bool adam() const { return c.optimizer == "adam"; }
+  bool bug(const char* name) const { return c.bug == name; }
+  int world() const { return dp * cp * tp * pp; }
+  // tp fastest, then cp, then dp, then pp (Megatron's order).
+  int rank(int d, int cc, int t, int p) const { return ((p * dp + d) * cp + cc) * tp + t; }
+  int64_t local_batch() const { return B / (int64_t(dp) * mb); }
+  // Ranks of one tp group share a kv head when tp exceeds the kv heads.
+  int kv_replicas() const { return tp > NKV ? int(tp / NKV) : 1; }
+  int64_t local_heads() const { return NH / tp; }
+  int64_t local_kv_heads() const { return tp > NKV ? 1 : NKV / tp; }
+  // Pipeline: contiguous stages, the first L % pp stages one layer longer.
+  int stage_begin(int p) const;
+  int stage_end(int p) const { return stage_begin(p + 1); }
+  int stage_of(int layer) const;
+  int last_stage() const { return pp - 1; }
+  // The layer the catalogue's per-layer bugs corrupt: the middle one.
+  int bug_layer() const { return (L - 1) / 2; }
+};
+
+struct BugSpec {
+  BugInfo info;
+  // Empty when the bug applies to the layout, else why not (e.g. "needs tp >= 2").
+  std::string (*not_applicable)(const Layout&);
+  std::string (*first_tensor)(const Layout&);
+};
+const std::vector<BugSpec>& bug_table();
+// Throws std::invalid_argument (naming `family`) for an unknown or inapplicable bug.
+const BugSpec* find_bug(const Layout& layout, const std::string& family);
+
+// How one dimension of a logical tensor is cut over the mesh.
+enum class Ax {
+  Full,    // not cut
+  Batch,   // rows of (dp rank, micro-batch)
+  Seq,     // context-parallel chunk
+  SeqSp,   // context-parallel chunk, then the tp rank's piece under sequence parallelism
+  Tp,      // block t of tp (heads, ffn columns, vocabulary)
+  Kv,      // the kv heads of tp rank t (replicated when tp exceeds the kv heads)
+  TpGate,  // block t of the first half (gate columns of the fused gate/up weight)
+  TpUp,    // block t of the second half (up columns)
+  KvModulo,  // bug kv-heads-not-replicated: kv head t % kv_heads
+};
+using Spec = std::vector<Ax>;
+
+struct Part {
+  int64_t k = 0, n = 1;
+};
+
+// Where a local computation runs: dp rank, cp rank, tp rank, pipeline stage
+// and micro-batch.
+struct Coord {
+  int d = 0, c = 0, t = 0, p = 0, m = 0;
+};
+
+class Builder {
+ public:
+  Builder(const Layout& layout, GraphBuilder& graph) : s(layout), g(graph) {}
+  void build();
+
+ private:
+  // --- transformer_builder.cpp: names, claims, collectives, inputs
+  std::string at(const Coord& x, const std::string& name) const;       // per micro-batch
+  std::string at_rank(const Coord& x, const std::string& name) const;  // per rank
+  int rank(const Coord& x) const { return s.rank(x.d, x.c, x.t, x.p); }
+  Slice slice_of(const Coord& x, const Shape& full, const Spec& spec) const;
+  // Declares local tensor `local` standing for logical[spec slice] (or part
+  // of it); in the logical graph it is the logical tensor itself.
+  std::string claim(const Coord& x, const std::string& local, const std::string& logical,
+                    const Shape& full, const Spec& spec, Part part = {},
+                    const std::string& dtype = "f32");
+  // A micro-batch activation: local name at(x, logical).
+  std::string act(const Coord& x, const std::string& logical, const Shape& full, const Spec& spec,
+                  Part part = {}, const std::string& dtype = "f32");
+  // A tensor with no logical counterpart (a partial, a mask).
+  std::string scratch(const Coord& x, const std::string& name, const Shape& shape,
+                      const std::string& dtype = "f32");
+  void op(const Coord& x, const std::string& name, const std::string& op,
+          std::vector<std::string> in, std::vector<std::string> out,
+          nlohmann::json attrs = nlohmann::json::object());
+  std::string constant(const Coord& x, const std::string& name, const Shape& shape,
+                       nlohmann::json value, const std::string& dtype);
+  std::vector<int> tp_group(const Coord& x) const;
+  std::vector<int> cp_group(const Coord& x) const;
+  std::vector<int> dp_cp_group(const Coord& x) const;
+  void collective(const std::string& name, const std::string& op, std::vector<std::string> in,
+                  std::vector<std::string> out, std::vector<int> group,
+                  nlohmann::json attrs = nlohmann::json::object());
+  // Runs `local(x)` for every tp rank of x's group.
+  void each_tp(Coord x, const std::function<void(const Coord&)>& local);
+  void each_cp_tp(Coord x, const std::function<void(const Coord&)>& local);
+
+  // A sum over the tp group: `produce(x, out)` writes part t of tp of logical
+  // `name` (full shape `full`, cut as `spec` with `seq_dim` being Seq) into
+  // `out`; the parts are all-reduced (spec kept) or, under sequence
+  // parallelism with seq_dim >= 0, reduce-scattered along seq_dim (SeqSp).
+  // `site` names the call for bug injection.
+  void tp_sum(Coord x, const std::string& name, const Shape& full, Spec spec, int seq_dim,
+              const std::string& site,
+              const std::function<void(const Coord&, const std::string&)>& produce);
+  // Under sequence parallelism: all-gathers the SeqSp tensor at(x, name)
+  // along seq_dim over the tp group; returns the local name holding the
+  // gathered (Seq) tensor on x.t. Otherwise returns at(x, name).
+  std::string gather_seq(const Coord& x, const std::string& name, const Shape& full, Spec spec,
+                         int seq_dim);
+  void all_gather_seq_group(Coord x, const std::string& name, const Shape& full, Spec spec,
+                            int seq_dim);
+
+  // --- transformer_bugs.cpp: where the catalogue's bugs hook in.
+  // How the tp reduction at `site` is corrupted at x: "" (not), "skip",
+  // "mean" or "double".
+  std::string tp_sum_bug(const std::string& site, const Coord& x) const;
+  // How the sequence-parallel all-gather of `name` is corrupted: "", "order", "dim".
+  std::string gather_bug(const std::string& name, const Coord& x) const;
+  struct Param;
+  // "skip" or "mean" for the dp gradient sync of piece p at x, else "".
+  std::string dp_sync_bug(const Param& p, const Coord& x) const;
+  bool send_bug(const std::string& name, const Coord& from) const;
+  std::string send_bug_source(const std::string& name, const Coord& from) const;
+  // The token count the loss is normalised by (B*S unless a bug says otherwise).
+  int64_t loss_token_count(const Coord& x) const;
+  // True when the bug named `bug` fires at layer `i` for coordinates x (its
+  // chosen site: dp0, cp0, mb0 and the reference layer).
+  bool fires(const char* bug, int i, const Coord& x) const;
+
+  // --- transformer_inputs.cpp: parameters, data, tables
+  struct Param {
+    std::string logical;  // e.g. l0.wq
+    std::string loaded;   // what the rank's input claims (== logical unless a bug swaps it)
+    Shape full;
+    Spec spec;          // how a rank holds it
+    std::string local;  // local suffix (the piece), usually == logical
+    int stage;
+  };
+  void declare_params();
+  void add_param(const std::string& logical, const Shape& full, const Spec& spec, int stage,
+                 const std::string& local = "");
+  void add_input(const std::string& name);
+  void add_output(const std::string& name);
+  const Param& param(const std::string& local) const;
+  std::string weight(const Coord& x, const std::string& local) const {
+    return at_rank(x, local);
+  }
+  void inputs();
+  // The local forward weight of the fused gate/up (concat of its pieces),
+  // written once per micro-batch; gate_up_local names it afterwards.
+  std::string gate_up_weight(const Coord& x, int layer);
+  std::string gate_up_local(const Coord& x, int layer) const;
+
+  // --- transformer_layer.cpp: forward and backward of one decoder layer
+  std::string rmsnorm_forward(const Coord& x, const std::string& prefix, const std::string& in,
+                              const std::string& w_local, const Shape& full, const Spec& spec);
+  // Writes d(in) into the local tensor of logical `out_logical`.
+  std::string rmsnorm_backward(const Coord& x, const std::string& prefix, const std::string& in,
+                               const std::string& w_local, const std::string& dy,
+                               const std::string& out_logical, const Shape& full,
+                               const Spec& spec);
+  std::string rope(const Coord& x, const std::string& in, const std::string& out_logical,
+                   bool backward, const Shape& full, const Spec& spec, Part part = {});
+  void attention_forward(int i, Coord x);
+  void mlp_forward(int i, Coord x);
+  void mlp_backward(int i, Coord x);
+  void attention_backward(int i, Coord x);
+  // Keeps K or V of every head group to `heads` (expanded GQA) and back.
+  std::string expand_kv(const Coord& x, const std::string& kv_t, const std::string& out_logical,
+                        int64_t seq_len);
+  std::string reduce_kv(const Coord& x, const std::string& g_exp, const std::string& name,
+                        int64_t seq_len);
+
+  // --- transformer_head.cpp: embedding, LM head and loss
+  void embedding_forward(Coord x);
+  void embedding_backward(Coord x);
+  void head_forward_backward(Coord x);
+  std::string onehot(const Coord& x, const std::string& name, const std::string& ids3,
+                     const Shape& full);
+  // Vocabulary-parallel masking of integer ids: (local ids, owned mask as f32).
+  std::pair<std::string, std::string> owned_ids(const Coord& x, const std::string& prefix,
+                                                const std::string& ids);
+  void send(const Coord& from, const Coord& to, const std::string& name, const Shape& full,
+            const Spec& spec);
+
+  // --- transformer_update.cpp: gradient accumulation, sync, optimizer
+  // Declares (and records) the local tensor that receives one contribution
+  // (`what`: which one) to the gradient of parameter piece `local` on x's
+  // rank; `shape` is the piece's local shape.
+  std::string grad_target(const Coord& x, const std::string& local, const std::string& what,
+                          const Shape& shape);
+  void update_params();
+  void update_piece(const std::vector<const Param*>& pieces);
+  void dp_sync(const Param& p, const Coord& x, const std::vector<std::string>& in,
+               const std::vector<std::string>& out, const std::vector<int>& group);
+  void step(const Param& p, const Coord& x, const std::string& g_piece, bool zero);
+  void finish_step(const Param& p, const Coord& x, const std::string& next, bool zero);
+  nlohmann::json optimizer_attrs() const;
+
+  const Layout& s;
+  GraphBuilder& g;
+  std::vector<Param> params_;
+  // (rank, piece) -> contributions, in emission order.
+  std::map<std::pair<int, std::string>, std::vector<std::string>> grads_;
+  std::vector<std::string> declared_inputs_, declared_outputs_;
+  // ZeRO: updated shards per (piece, stage, tp rank), in dp x cp group order.
+  std::map<std::tuple<std::string, int, int>, std::vector<std::string>> zero_shards_;
+};
+
+std::string layer(int i);  // "l{i}"
+std::string resid(int i);  // "x{i}": the residual stream entering layer i
+inline std::string grad(const std::string& t) {
+  return "grad." + t;
+}
+
+}  // namespace shardproof::planner::transformer

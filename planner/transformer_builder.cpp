@@ -1,0 +1,267 @@
+// The transformer builder's plumbing: local names, the slice each local
+// tensor claims, and the collectives over the mesh's groups. In the logical
+// graph (every degree 1) names are the logical names, nothing is claimed and
+// no collective is written.
+#include <algorithm>
+#include <stdexcept>
+
+#include "planner/transformer.h"
+
+namespace shardproof::planner::transformer {
+
+namespace {
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+Shape extent(const Slice& slice) {
+  Shape shape;
+  for (auto [lo, hi] : slice) shape.push_back(hi - lo);
+  return shape;
+}
+
+}  // namespace
+
+std::string layer(int i) {
+  return "l" + str(i);
+}
+std::string resid(int i) {
+  return "x" + str(i);
+}
+
+std::string Builder::at_rank(const Coord& x, const std::string& name) const {
+  if (s.logical) return name;
+  std::string prefix = "dp" + str(x.d);
+  if (s.cp > 1) prefix += ".cp" + str(x.c);
+  return prefix + ".tp" + str(x.t) + ".pp" + str(x.p) + "." + name;
+}
+
+std::string Builder::at(const Coord& x, const std::string& name) const {
+  if (s.logical) return name;
+  std::string prefix = "dp" + str(x.d);
+  if (s.cp > 1) prefix += ".cp" + str(x.c);
+  return prefix + ".tp" + str(x.t) + ".pp" + str(x.p) + ".mb" + str(x.m) + "." + name;
+}
+
+Slice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) const {
+  if (spec.size() != full.size())
+    throw std::logic_error("transformer planner: spec rank does not match the shape");
+  Slice slice;
+  auto block = [](int64_t n, int64_t pieces, int64_t i) {
+    if (n % pieces != 0) throw std::logic_error("transformer planner: uneven split");
+    return Range{i * (n / pieces), (i + 1) * (n / pieces)};
+  };
+  for (size_t k = 0; k < full.size(); ++k) {
+    const int64_t n = full[k];
+    switch (spec[k]) {
+      case Ax::Full:
+        slice.push_back({0, n});
+        break;
+      case Ax::Batch:
+        slice.push_back(block(n, int64_t(s.dp) * s.mb, int64_t(x.d) * s.mb + x.m));
+        break;
+      case Ax::Seq:
+        slice.push_back(block(n, s.cp, x.c));
+        break;
+      case Ax::SeqSp:
+        slice.push_back(s.sp ? block(n, int64_t(s.cp) * s.tp, int64_t(x.c) * s.tp + x.t)
+                             : block(n, s.cp, x.c));
+        break;
+      case Ax::Tp:
+        slice.push_back(block(n, s.tp, x.t));
+        break;
+      case Ax::Kv:
+        slice.push_back(s.tp > s.NKV ? block(n, s.NKV, x.t / s.kv_replicas())
+                                     : block(n, s.tp, x.t));
+        break;
+      case Ax::KvModulo:
+        slice.push_back(block(n, s.NKV, x.t % s.NKV));
+        break;
+      case Ax::TpGate:
+        slice.push_back(block(n / 2, s.tp, x.t));
+        break;
+      case Ax::TpUp: {
+        Range r = block(n / 2, s.tp, x.t);
+        slice.push_back({r.first + n / 2, r.second + n / 2});
+        break;
+      }
+    }
+  }
+  return slice;
+}
+
+std::string Builder::claim(const Coord& x, const std::string& local, const std::string& logical,
+                           const Shape& full, const Spec& spec, Part part,
+                           const std::string& dtype) {
+  if (s.logical) {
+    if (!g.has_tensor(logical)) g.tensor(logical, full, -1, std::nullopt, dtype);
+    return logical;
+  }
+  Slice slice = slice_of(x, full, spec);
+  g.tensor(local, extent(slice), rank(x), Claim{logical, slice, part.k, part.n}, dtype);
+  return local;
+}
+
+std::string Builder::act(const Coord& x, const std::string& logical, const Shape& full,
+                         const Spec& spec, Part part, const std::string& dtype) {
+  return claim(x, at(x, logical), logical, full, spec, part, dtype);
+}
+
+std::string Builder::scratch(const Coord& x, const std::string& name, const Shape& shape,
+                             const std::string& dtype) {
+  std::string local = at(x, name);
+  g.tensor(local, shape, s.logical ? -1 : rank(x), std::nullopt, dtype);
+  return local;
+}
+
+void Builder::op(const Coord& x, const std::string& name, const std::string& op,
+                 std::vector<std::string> in, std::vector<std::string> out,
+                 nlohmann::json attrs) {
+  g.op(at(x, name), op, std::move(in), std::move(out), std::move(attrs));
+}
+
+std::string Builder::constant(const Coord& x, const std::string& name, const Shape& shape,
+                              nlohmann::json value, const std::string& dtype) {
+  std::string local = scratch(x, name, shape, dtype);
+  op(x, name + ".const", "const", {}, {local}, {{"value", std::move(value)}, {"shape", shape}});
+  return local;
+}
+
+std::vector<int> Builder::tp_group(const Coord& x) const {
+  std::vector<int> group;
+  for (int t = 0; t < s.tp; ++t) group.push_back(s.rank(x.d, x.c, t, x.p));
+  return group;
+}
+
+std::vector<int> Builder::cp_group(const Coord& x) const {
+  std::vector<int> group;
+  for (int c = 0; c < s.cp; ++c) group.push_back(s.rank(x.d, c, x.t, x.p));
+  return group;
+}
+
+std::vector<int> Builder::dp_cp_group(const Coord& x) const {
+  std::vector<int> group;
+  for (int d = 0; d < s.dp; ++d)
+    for (int c = 0; c < s.cp; ++c) group.push_back(s.rank(d, c, x.t, x.p));
+  return group;
+}
+
+void Builder::collective(const std::string& name, const std::string& op,
+                         std::vector<std::string> in, std::vector<std::string> out,
+                         std::vector<int> group, nlohmann::json attrs) {
+  g.collective(name, op, std::move(in), std::move(out), std::move(group), std::move(attrs));
+}
+
+void Builder::each_tp(Coord x, const std::function<void(const Coord&)>& local) {
+  for (x.t = 0; x.t < s.tp; ++x.t) local(x);
+}
+
+void Builder::each_cp_tp(Coord x, const std::function<void(const Coord&)>& local) {
+  for (x.c = 0; x.c < s.cp; ++x.c)
+    for (x.t = 0; x.t < s.tp; ++x.t) local(x);
+}
+
+void Builder::tp_sum(Coord x, const std::string& name, const Shape& full, Spec spec, int seq_dim,
+                     const std::string& site,
+                     const std::function<void(const Coord&, const std::string&)>& produce) {
+  if (s.tp == 1) {
+    x.t = 0;
+    produce(x, act(x, name, full, spec));
+    return;
+  }
+  std::vector<std::string> parts, outs;
+  each_tp(x, [&](const Coord& xt) {
+    std::string part = claim(xt, at(xt, name + ".part"), name, full, spec, Part{xt.t, s.tp});
+    produce(xt, part);
+    parts.push_back(part);
+  });
+  const bool scatter = s.sp && seq_dim >= 0;
+  Spec out_spec = spec;
+  if (scatter) out_spec[seq_dim] = Ax::SeqSp;
+  each_tp(x, [&](const Coord& xt) { outs.push_back(act(xt, name, full, out_spec)); });
+
+  x.t = 0;
+  const std::string op_name = at(x, name + (scatter ? ".tp_reduce_scatter" : ".tp_all_reduce"));
+  nlohmann::json attrs = {{"reduce", "sum"}};
+  std::string kind = tp_sum_bug(site, x);
+  if (kind == "mean") attrs["reduce"] = "mean";
+  if (kind == "skip") {
+    // Each rank goes on with its own part (a one-rank group per tp rank).
+    for (int t = 0; t < s.tp; ++t) {
+      if (scatter) {
+        x.t = t;
+        op(x, name + ".sp_local_slice", "slice", {parts[t]}, {outs[t]},
+           {{"dim", seq_dim},
+            {"start", t * (g.shape(parts[t])[seq_dim] / s.tp)},
+            {"end", (t + 1) * (g.shape(parts[t])[seq_dim] / s.tp)}});
+      } else {
+        collective(op_name + ".solo" + str(t), "all_reduce", {parts[t]}, {outs[t]},
+                   {tp_group(x)[t]}, attrs);
+      }
+    }
+    return;
+  }
+  if (kind == "double" && !scatter) {
+    // Reduced twice: the second all-reduce sums tp copies of the sum.
+    std::vector<std::string> once;
+    each_tp(x, [&](const Coord& xt) { once.push_back(scratch(xt, name + ".once", g.shape(outs[xt.t]))); });
+    collective(op_name + ".first", "all_reduce", parts, once, tp_group(x), attrs);
+    collective(op_name, "all_reduce", once, outs, tp_group(x), attrs);
+    return;
+  }
+  if (scatter) {
+    attrs["dim"] = seq_dim;
+    collective(op_name, "reduce_scatter", parts, outs, tp_group(x), attrs);
+  } else {
+    collective(op_name, "all_reduce", parts, outs, tp_group(x), attrs);
+  }
+}
+
+std::string Builder::gather_seq(const Coord& x, const std::string& name, const Shape&, Spec,
+                                int) {
+  return s.sp ? at(x, name) + ".sp" : at(x, name);
+}
+
+void Builder::all_gather_seq_group(Coord x, const std::string& name, const Shape& full, Spec spec,
+                                   int seq_dim) {
+  if (!s.sp) return;
+  std::vector<std::string> in, out;
+  Spec gathered = spec;
+  gathered[seq_dim] = Ax::Seq;
+  each_tp(x, [&](const Coord& xt) {
+    in.push_back(at(xt, name));
+    out.push_back(claim(xt, at(xt, name) + ".sp", name, full, gathered));
+  });
+  x.t = 0;
+  std::vector<int> group = tp_group(x);
+  const std::string kind = gather_bug(name, x);
+  if (kind == "order") {
+    // Gathered in reverse rank order: every input and output keeps its rank.
+    std::reverse(in.begin(), in.end());
+    std::reverse(out.begin(), out.end());
+    std::reverse(group.begin(), group.end());
+  }
+  if (kind == "dim") {
+    // Gathered along the hidden dimension into a flat buffer, then viewed as
+    // [batch, seq, hidden]: the rows of the ranks come out interleaved.
+    std::vector<std::string> wide;
+    each_tp(x, [&](const Coord& xt) {
+      Shape sh = g.shape(out[xt.t]);
+      Shape w = g.shape(in[xt.t]);
+      w.back() *= s.tp;
+      wide.push_back(scratch(xt, name + ".sp_wide", w));
+      (void)sh;
+    });
+    collective(at(x, name + ".sp_all_gather"), "all_gather", in, wide, group,
+               {{"dim", int(spec.size()) - 1}});
+    each_tp(x, [&](const Coord& xt) {
+      op(xt, name + ".sp_view", "reshape", {wide[xt.t]}, {out[xt.t]},
+         {{"shape", g.shape(out[xt.t])}});
+    });
+    return;
+  }
+  collective(at(x, name + ".sp_all_gather"), "all_gather", in, out, group, {{"dim", seq_dim}});
+}
+
+}  // namespace shardproof::planner::transformer

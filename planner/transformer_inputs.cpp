@@ -1,0 +1,104 @@
+// The step's inputs: every parameter piece a rank holds, the data of each
+// micro-batch, and the rotary tables and causal mask.
+#include <algorithm>
+#include <stdexcept>
+
+#include "planner/transformer.h"
+
+namespace shardproof::planner::transformer {
+
+void Builder::add_param(const std::string& logical, const Shape& full, const Spec& spec, int stage,
+                        const std::string& local) {
+  params_.push_back({logical, logical, full, spec, local.empty() ? logical : local, stage});
+}
+
+const Builder::Param& Builder::param(const std::string& local) const {
+  for (const Param& p : params_)
+    if (p.local == local) return p;
+  throw std::logic_error("transformer planner: no parameter piece " + local);
+}
+
+void Builder::declare_params() {
+  const int64_t H = s.H, Q = s.NH * s.D, K = s.NKV * s.D;
+  for (int i = 0; i < s.L; ++i) {
+    const std::string l = layer(i);
+    const int p = s.stage_of(i);
+    add_param(l + ".an.w", {H}, {Ax::Full}, p);
+    add_param(l + ".wq", {H, Q}, {Ax::Full, Ax::Tp}, p);
+    add_param(l + ".wk", {H, K}, {Ax::Full, Ax::Kv}, p);
+    add_param(l + ".wv", {H, K}, {Ax::Full, Ax::Kv}, p);
+    add_param(l + ".wo", {Q, H}, {Ax::Tp, Ax::Full}, p);
+    add_param(l + ".mn.w", {H}, {Ax::Full}, p);
+    const Shape gu = {H, 2 * s.F};
+    if (s.logical) {
+      add_param(l + ".wgu", gu, {Ax::Full, Ax::Full}, p);
+    } else if (fires("fused-gate-up-contiguous", i, Coord{})) {
+      // The fused weight cut into contiguous tp blocks, as if it were not
+      // [gate | up] but already interleaved per rank.
+      add_param(l + ".wgu", gu, {Ax::Full, Ax::Tp}, p, l + ".wgu.block");
+    } else {
+      add_param(l + ".wgu", gu, {Ax::Full, Ax::TpGate}, p, l + ".wgu.gate");
+      add_param(l + ".wgu", gu, {Ax::Full, Ax::TpUp}, p, l + ".wgu.up");
+    }
+    add_param(l + ".wdown", {s.F, H}, {Ax::Tp, Ax::Full}, p);
+  }
+  if (!s.logical && s.bug("kv-heads-not-replicated"))
+    for (Param& prm : params_)
+      if (prm.logical == layer(s.bug_layer()) + ".wk" || prm.logical == layer(s.bug_layer()) + ".wv")
+        prm.spec[1] = Ax::KvModulo;
+  if (!s.logical && s.bug("pp-stage-layers-swapped")) {
+    // The last stage's first two layers load each other's weights.
+    const std::string a = layer(s.stage_begin(s.last_stage())) + ".",
+                      b = layer(s.stage_begin(s.last_stage()) + 1) + ".";
+    for (Param& prm : params_) {
+      if (prm.logical.rfind(a, 0) == 0) prm.loaded = b + prm.logical.substr(a.size());
+      else if (prm.logical.rfind(b, 0) == 0) prm.loaded = a + prm.logical.substr(b.size());
+    }
+  }
+  add_param("emb", {s.V, H}, {Ax::Tp, Ax::Full}, 0);
+  // Tied: the last stage keeps its own copy of the table for the LM head.
+  if (s.tie && s.last_stage() != 0) add_param("emb", {s.V, H}, {Ax::Tp, Ax::Full}, s.last_stage());
+  add_param("final.w", {H}, {Ax::Full}, s.last_stage());
+  if (!s.tie) add_param("lm", {H, s.V}, {Ax::Full, Ax::Tp}, s.last_stage());
+}
+
+void Builder::inputs() {
+  auto input = [&](const std::string& name) { add_input(name); };
+  for (const Param& prm : params_)
+    for (int d = 0; d < s.dp; ++d)
+      for (int c = 0; c < s.cp; ++c)
+        for (int t = 0; t < s.tp; ++t) {
+          Coord x{d, c, t, prm.stage, 0};
+          input(claim(x, at_rank(x, prm.local), prm.loaded, prm.full, prm.spec));
+        }
+  const Shape rope = {s.S, 1, s.D}, mask = {s.S, s.S};
+  for (int p = 0; p < s.pp; ++p)
+    for (int d = 0; d < s.dp; ++d)
+      for (int c = 0; c < s.cp; ++c)
+        for (int t = 0; t < s.tp; ++t) {
+          Coord x{d, c, t, p, 0};
+          if (s.stage_begin(p) < s.stage_end(p)) {
+            for (const char* table : {"rope.cos", "rope.sin"})
+              input(claim(x, at_rank(x, table), table, rope, {Ax::Seq, Ax::Full, Ax::Full}));
+            input(claim(x, at_rank(x, "attn.mask"), "attn.mask", mask, {Ax::Seq, Ax::Full}));
+          }
+          for (x.m = 0; x.m < s.mb; ++x.m) {
+            if (p == 0) input(act(x, "tokens", {s.B, s.S}, {Ax::Batch, Ax::Seq}, {}, "i64"));
+            if (p == s.last_stage())
+              input(act(x, "labels", {s.B, s.S, 1}, {Ax::Batch, Ax::Seq, Ax::Full}, {}, "i64"));
+          }
+        }
+}
+
+std::string Builder::gate_up_weight(const Coord& x, int i) {
+  const std::string l = layer(i);
+  if (s.logical) return weight(x, l + ".wgu");
+  if (fires("fused-gate-up-contiguous", i, Coord{})) return weight(x, l + ".wgu.block");
+  const Shape local = {s.H, 2 * (s.F / s.tp)};
+  std::string cat = scratch(x, l + ".wgu.local", local);
+  op(x, l + ".wgu.concat", "concat", {weight(x, l + ".wgu.gate"), weight(x, l + ".wgu.up")}, {cat},
+     {{"dim", 1}});
+  return cat;
+}
+
+}  // namespace shardproof::planner::transformer

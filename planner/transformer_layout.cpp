@@ -1,0 +1,81 @@
+// Validation of a transformer configuration against its model shape, and
+// the pipeline's layer-to-stage map.
+#include <stdexcept>
+
+#include "planner/transformer.h"
+
+namespace shardproof::planner::transformer {
+
+namespace {
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+}  // namespace
+
+Layout::Layout(const ModelShape& shape, const PlanConfig& config) : model(shape), c(config) {
+  auto reject = [&](const std::string& why) { throw std::invalid_argument(model.name + ": " + why); };
+  if (c.layers == 0) c.layers = model.layers;
+  if (c.batch == 0) c.batch = int(model.batch);
+  if (c.seq == 0) c.seq = model.seq;
+  if (c.optimizer.empty()) c.optimizer = "adam";
+  if (c.hidden != 0 && c.hidden != model.hidden)
+    reject("--hidden is fixed by the model (" + str(model.hidden) + "); pick another model instead");
+  L = c.layers, dp = c.dp, tp = c.tp, pp = c.pp, cp = c.cp, mb = c.microbatches, zero = c.zero;
+  sp = c.sp, tie = c.tie_embeddings;
+  B = c.batch, S = c.seq, H = model.hidden, NH = model.heads, NKV = model.kv_heads;
+  D = H / NH, F = model.ffn, V = model.vocab;
+
+  if (L < 1) reject("layers must be >= 1 (got " + str(L) + ")");
+  for (auto [name, v] :
+       {std::pair{"dp", dp}, {"tp", tp}, {"pp", pp}, {"cp", cp}, {"microbatches", mb}})
+    if (v < 1) reject(std::string(name) + " must be >= 1 (got " + str(v) + ")");
+  if (c.ep != 1) reject("ep applies to MoE models only");
+  if (zero < 0 || zero > 2) reject("zero must be 0, 1 or 2 (got " + str(zero) + ")");
+  if (zero > 0 && dp * cp < 2) reject("zero needs dp * cp >= 2 to shard anything");
+  if (sp && tp < 2) reject("sp (sequence parallelism) needs tp >= 2");
+  if (c.optimizer != "sgd" && c.optimizer != "adam")
+    reject("optimizer must be 'sgd' or 'adam' (got '" + c.optimizer + "')");
+  if (B % (int64_t(dp) * mb) != 0)
+    reject("dp * microbatches (" + str(dp) + " * " + str(mb) + ") must divide the batch (" +
+           str(B) + " sequences)");
+  if (NH % tp != 0) reject("tp (" + str(tp) + ") must divide the heads (" + str(NH) + ")");
+  if (tp > NKV ? tp % NKV != 0 : NKV % tp != 0)
+    reject("tp (" + str(tp) + ") and the kv heads (" + str(NKV) +
+           ") must divide one another so kv heads are split or replicated evenly");
+  if (F % tp != 0) reject("tp (" + str(tp) + ") must divide the ffn size (" + str(F) + ")");
+  if (V % tp != 0) reject("tp (" + str(tp) + ") must divide the vocabulary (" + str(V) + ")");
+  if (D % 2 != 0) reject("head dim (" + str(D) + ") must be even for rotary embedding");
+  const int64_t seq_pieces = int64_t(cp) * (sp ? tp : 1);
+  if (S % seq_pieces != 0)
+    reject("cp" + std::string(sp ? " * tp" : "") + " (" + str(seq_pieces) +
+           ") must divide the sequence length (" + str(S) + ")");
+  if (pp > L) reject("pp (" + str(pp) + ") must be <= layers (" + str(L) + ")");
+  if (tie && V % tp != 0) reject("tp must divide the vocabulary");
+  if (int64_t(dp) * cp * tp * pp > 4096) reject("dp * cp * tp * pp must be <= 4096");
+}
+
+Layout Layout::single_device() const {
+  PlanConfig one = c;
+  one.dp = one.tp = one.pp = one.cp = one.microbatches = one.ep = 1;
+  one.zero = 0;
+  one.sp = false;
+  one.bug.clear();
+  Layout l(model, one);
+  l.logical = true;
+  return l;
+}
+
+int Layout::stage_begin(int p) const {
+  int base = L / pp, extra = L % pp;
+  return p * base + (p < extra ? p : extra);
+}
+
+int Layout::stage_of(int layer) const {
+  for (int p = 0; p < pp; ++p)
+    if (layer < stage_end(p)) return p;
+  return pp - 1;
+}
+
+}  // namespace shardproof::planner::transformer

@@ -1,0 +1,328 @@
+// Gradient accumulation over micro-batches, gradient synchronisation (the
+// sequence-parallel sum of norm weights, the kv-head replicas, data and
+// context parallel all-reduce or ZeRO reduce-scatter, the tied embedding's
+// first/last stage sum) and the optimizer step on every parameter piece.
+#include <algorithm>
+#include <stdexcept>
+
+#include "planner/transformer.h"
+
+namespace shardproof::planner::transformer {
+
+namespace {
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+Shape extent(const Slice& slice) {
+  Shape shape;
+  for (auto [lo, hi] : slice) shape.push_back(hi - lo);
+  return shape;
+}
+
+}  // namespace
+
+std::string Builder::grad_target(const Coord& x, const std::string& local, const std::string& what,
+                                 const Shape& shape) {
+  // The logical graph has one contribution per parameter (two for a tied
+  // table): it writes the gradient itself.
+  const bool direct = s.logical && !(s.tie && local == "emb");
+  std::string name = direct ? grad(local) : at(x, grad(local) + "." + what);
+  g.tensor(name, shape, s.logical ? -1 : rank(x));
+  grads_[{rank(x), local}].push_back(name);
+  return name;
+}
+
+nlohmann::json Builder::optimizer_attrs() const {
+  if (!s.adam()) return {{"lr", "1/100"}};
+  return {{"lr", "3/10000"}, {"beta1", "9/10"},   {"beta2", "19/20"},
+          {"eps", "1/100000000"}, {"step", 1}, {"weight_decay", "1/10"}};
+}
+
+void Builder::update_params() {
+  // Pieces of the tied table live on two stages and are finished together.
+  std::vector<const Param*> tied;
+  for (const Param& prm : params_) {
+    if (s.tie && prm.logical == "emb") {
+      tied.push_back(&prm);
+      continue;
+    }
+    update_piece({&prm});
+  }
+  if (!tied.empty()) update_piece(tied);
+}
+
+// Reduces the gradient of one parameter piece (or the tied table's pieces on
+// the first and last stage) on every rank holding it, then steps it.
+void Builder::update_piece(const std::vector<const Param*>& pieces) {
+  const Param& prm = *pieces.front();
+  const bool norm = prm.full.size() == 1;
+  const bool kv = !s.logical && s.kv_replicas() > 1 && prm.spec.size() == 2 &&
+                  (prm.spec[0] == Ax::Kv || prm.spec[1] == Ax::Kv);
+  const int n_dp = s.dp * s.cp;
+  const bool sync_sp = !s.logical && s.sp && norm;
+  const bool sync_dp = n_dp > 1;
+  const bool sync_tie = pieces.size() == 2;
+  const bool zero = s.zero > 0 && sync_dp;
+
+  // Current gradient tensor per (piece index, rank).
+  std::map<std::pair<int, int>, std::string> cur;
+  auto coords = [&](const Param& p) {
+    std::vector<Coord> out;
+    for (int d = 0; d < s.dp; ++d)
+      for (int c = 0; c < s.cp; ++c)
+        for (int t = 0; t < s.tp; ++t) out.push_back(Coord{d, c, t, p.stage, 0});
+    return out;
+  };
+  auto zero_slice = [&](const Param& p, const Coord& x) {
+    Slice slice = slice_of(x, p.full, p.spec);
+    const int64_t len = slice[0].second - slice[0].first;
+    if (len % n_dp != 0)
+      throw std::invalid_argument("zero: dp * cp (" + str(n_dp) + ") must divide dim 0 (" +
+                                  str(len) + ") of " + p.local + "'s shard");
+    const int64_t j = int64_t(x.d) * s.cp + x.c;
+    slice[0] = {slice[0].first + j * (len / n_dp), slice[0].first + (j + 1) * (len / n_dp)};
+    return slice;
+  };
+  // The tensor a sync step writes: claimed when it is the step's last one.
+  auto output = [&](const Param& p, int idx, const Coord& x, const std::string& tag, bool last,
+                    const Shape& shape) {
+    const std::string local = at_rank(x, grad(p.local) + "." + tag);
+    if (!last) {
+      g.tensor(local, shape, s.logical ? -1 : rank(x));
+      return local;
+    }
+    Slice slice = zero ? zero_slice(p, x) : slice_of(x, p.full, p.spec);
+    Part part = sync_tie ? Part{idx, 2} : Part{};
+    if (s.logical) return claim(x, local, grad(p.logical), p.full, p.spec);
+    g.tensor(local, extent(slice), rank(x), Claim{grad(p.logical), slice, part.k, part.n});
+    return local;
+  };
+
+  for (size_t idx = 0; idx < pieces.size(); ++idx) {
+    const Param& p = *pieces[idx];
+    for (const Coord& x : coords(p)) {
+      const std::vector<std::string>& terms = grads_[{rank(x), p.local}];
+      if (terms.empty()) throw std::logic_error("transformer planner: no gradient for " + p.local);
+      const Shape shape = g.shape(terms[0]);
+      const bool last = !sync_sp && !kv && !sync_dp && !sync_tie;
+      std::string acc = terms[0];
+      if (terms.size() == 1 && last && !s.logical) {
+        // Claim it through an explicit copy-free sum: add nothing, keep acc.
+        acc = output(p, int(idx), x, "acc", true, shape);
+        g.op(at_rank(x, grad(p.local) + ".acc"), "scale", {terms[0]}, {acc}, {{"factor", 1}});
+      }
+      for (size_t k = 1; k < terms.size(); ++k) {
+        const bool final_add = last && k + 1 == terms.size();
+        std::string next = output(p, int(idx), x, "acc" + str(k), final_add, shape);
+        g.op(at_rank(x, grad(p.local) + ".acc" + str(k)), "add", {acc, terms[k]}, {next});
+        acc = next;
+      }
+      cur[{int(idx), rank(x)}] = acc;
+    }
+
+    // Sequence parallel: each tp rank summed only its own tokens.
+    if (sync_sp)
+      for (Coord x : coords(p)) {
+        if (x.t != 0) continue;
+        std::vector<std::string> in, out;
+        each_tp(x, [&](const Coord& xt) {
+          in.push_back(cur[{int(idx), rank(xt)}]);
+          const bool last = !kv && !sync_dp && !sync_tie;
+          out.push_back(output(p, int(idx), xt, "sp", last, g.shape(in.back())));
+        });
+        if (fires("sp-norm-grad-not-reduced", -1, x) && p.local == layer(s.bug_layer()) + ".an.w")
+          for (int t = 0; t < s.tp; ++t)
+            collective(at_rank(x, grad(p.local) + ".sp_all_reduce.solo" + str(t)), "all_reduce",
+                       {in[t]}, {out[t]}, {tp_group(x)[t]});
+        else
+          collective(at_rank(x, grad(p.local) + ".sp_all_reduce"), "all_reduce", in, out,
+                     tp_group(x));
+        for (int t = 0; t < s.tp; ++t) cur[{int(idx), tp_group(x)[t]}] = out[t];
+      }
+
+    // kv heads replicated over tp: their gradient is split over the replicas.
+    if (kv)
+      for (Coord x : coords(p)) {
+        const int rep = s.kv_replicas();
+        if (x.t % rep != 0) continue;
+        std::vector<std::string> in, out;
+        std::vector<int> group;
+        for (Coord xt = x; xt.t < x.t + rep; ++xt.t) {
+          in.push_back(cur[{int(idx), rank(xt)}]);
+          out.push_back(output(p, int(idx), xt, "kv", !sync_dp && !sync_tie, g.shape(in.back())));
+          group.push_back(rank(xt));
+        }
+        collective(at_rank(x, grad(p.local) + ".kv_all_reduce"), "all_reduce", in, out, group);
+        for (int k = 0; k < rep; ++k) cur[{int(idx), group[k]}] = out[k];
+      }
+
+    // Data (and context) parallel: sum over every replica of the piece.
+    if (sync_dp)
+      for (Coord x : coords(p)) {
+        if (x.d != 0 || x.c != 0) continue;
+        std::vector<std::string> in, out;
+        std::vector<int> group = dp_cp_group(x);
+        for (Coord xd = x; xd.d < s.dp; ++xd.d)
+          for (xd.c = 0; xd.c < s.cp; ++xd.c) {
+            in.push_back(cur[{int(idx), rank(xd)}]);
+            Shape shape = g.shape(in.back());
+            if (s.zero == 2) shape[0] /= n_dp;
+            const bool last = !sync_tie && s.zero != 1;
+            out.push_back(output(p, int(idx), xd, zero ? "dp_shard" : "dp", last, shape));
+          }
+        dp_sync(p, x, in, out, group);
+        for (size_t k = 0; k < group.size(); ++k) cur[{int(idx), group[k]}] = out[k];
+      }
+    // ZeRO-1: every rank has the whole sum and keeps its own shard.
+    if (zero && s.zero == 1)
+      for (Coord x : coords(p)) {
+        std::string& g_full = cur[{int(idx), rank(x)}];
+        Shape shape = g.shape(g_full);
+        const int64_t j = int64_t(x.d) * s.cp + x.c, len = shape[0] / n_dp;
+        shape[0] = len;
+        std::string shard = output(p, int(idx), x, "shard", !sync_tie, shape);
+        g.op(at_rank(x, grad(p.local) + ".shard"), "slice", {g_full}, {shard},
+             {{"dim", 0}, {"start", j * len}, {"end", (j + 1) * len}});
+        g_full = shard;
+      }
+  }
+
+  // Tied embedding: the first stage's (lookup) and the last stage's (LM
+  // head) gradients are summed over the embedding group.
+  if (sync_tie)
+    for (const Coord& x : coords(*pieces[0])) {
+      Coord y = x;
+      y.p = s.last_stage();
+      std::vector<std::string> in = {cur[{0, rank(x)}], cur[{1, rank(y)}]};
+      std::vector<std::string> out;
+      for (const Coord& z : {x, y}) {
+        Slice slice = zero ? zero_slice(prm, z) : slice_of(z, prm.full, prm.spec);
+        std::string local = at_rank(z, grad(prm.local) + ".tied");
+        g.tensor(local, extent(slice), rank(z), Claim{grad(prm.logical), slice, 0, 1});
+        out.push_back(local);
+      }
+      if (fires("tied-embedding-not-synced", -1, x) && x.d == 0 && x.c == 0 && x.t == 0) {
+        for (int k = 0; k < 2; ++k)
+          collective(at_rank(x, grad(prm.local) + ".tied_all_reduce.solo" + str(k)), "all_reduce",
+                     {in[k]}, {out[k]}, {k == 0 ? rank(x) : rank(y)});
+      } else {
+        collective(at_rank(x, grad(prm.local) + ".tied_all_reduce"), "all_reduce", in, out,
+                   {rank(x), rank(y)});
+      }
+      cur[{0, rank(x)}] = out[0];
+      cur[{1, rank(y)}] = out[1];
+    }
+
+  for (size_t idx = 0; idx < pieces.size(); ++idx)
+    for (const Coord& x : coords(*pieces[idx])) step(*pieces[idx], x, cur[{int(idx), rank(x)}], zero);
+}
+
+void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::string>& in,
+                      const std::vector<std::string>& out, const std::vector<int>& group) {
+  nlohmann::json attrs = {{"reduce", "sum"}};
+  const std::string name = at_rank(x, grad(p.local) + ".dp");
+  const std::string bug = dp_sync_bug(p, x);
+  if (bug == "mean") attrs["reduce"] = "mean";
+  if (bug == "skip") {
+    for (size_t k = 0; k < in.size(); ++k)
+      collective(name + "_all_reduce.solo" + str(int64_t(k)), "all_reduce", {in[k]}, {out[k]},
+                 {group[k]}, attrs);
+    return;
+  }
+  if (s.zero == 2) {
+    attrs["dim"] = 0;
+    collective(name + "_reduce_scatter", "reduce_scatter", in, out, group, attrs);
+  } else {
+    collective(name + "_all_reduce", "all_reduce", in, out, group, attrs);
+  }
+}
+
+// The optimizer on one rank's piece (or, under ZeRO, on its shard, then the
+// shards are all-gathered so every rank holds the whole piece again).
+void Builder::step(const Param& p, const Coord& x, const std::string& g_piece, bool zero) {
+  const int n_dp = s.dp * s.cp;
+  Slice slice = slice_of(x, p.full, p.spec);
+  const std::string w = weight(x, p.local);
+  std::string param = w;
+  if (zero) {
+    const int64_t len = (slice[0].second - slice[0].first) / n_dp;
+    const int64_t j = int64_t(x.d) * s.cp + x.c;
+    slice[0] = {slice[0].first + j * len, slice[0].first + (j + 1) * len};
+    param = at_rank(x, p.local + ".shard");
+    g.tensor(param, extent(slice), rank(x), Claim{p.logical, slice});
+    g.op(at_rank(x, p.local + ".shard"), "slice", {w}, {param},
+         {{"dim", 0}, {"start", j * len}, {"end", (j + 1) * len}});
+  }
+  auto declare = [&](const std::string& suffix, const std::string& logical) {
+    const std::string local = at_rank(x, p.local + suffix);
+    if (s.logical) return claim(x, local, logical, p.full, p.spec);
+    g.tensor(local, extent(slice), rank(x), Claim{logical, slice});
+    return local;
+  };
+  const std::string next_name = zero ? ".next.shard" : ".next";
+  if (!s.adam()) {
+    std::string next = declare(next_name, p.logical + ".next");
+    g.op(at_rank(x, p.local + ".sgd"), "sgd", {param, g_piece}, {next}, optimizer_attrs());
+    finish_step(p, x, next, zero);
+    return;
+  }
+  std::string m = declare(".m", p.logical + ".m"), v = declare(".v", p.logical + ".v");
+  add_input(m);
+  add_input(v);
+  std::string next = declare(next_name, p.logical + ".next");
+  std::string m_next = declare(".m.next", p.logical + ".m.next");
+  std::string v_next = declare(".v.next", p.logical + ".v.next");
+  g.op(at_rank(x, p.local + ".adam"), "adam", {param, g_piece, m, v}, {next, m_next, v_next},
+       optimizer_attrs());
+  add_output(m_next);
+  add_output(v_next);
+  finish_step(p, x, next, zero);
+}
+
+// ZeRO: gathers the updated shards into the whole piece on every rank.
+void Builder::finish_step(const Param& p, const Coord& x, const std::string& next, bool zero) {
+  if (!zero) {
+    add_output(next);
+    return;
+  }
+  zero_shards_[{p.local, x.p, x.t}].push_back(next);
+  if (int(zero_shards_[{p.local, x.p, x.t}].size()) < s.dp * s.cp) return;
+  // The last shard of the group: gather them all.
+  Coord x0 = x;
+  x0.d = x0.c = 0;
+  std::vector<std::string> out;
+  for (Coord xd = x0; xd.d < s.dp; ++xd.d)
+    for (xd.c = 0; xd.c < s.cp; ++xd.c) {
+      out.push_back(claim(xd, at_rank(xd, p.local + ".next"), p.logical + ".next", p.full, p.spec));
+      add_output(out.back());
+    }
+  std::vector<std::string> shards = zero_shards_[{p.local, x.p, x.t}];
+  std::vector<int> group = dp_cp_group(x0);
+  if (s.bug("zero-allgather-order") && p.local == layer(s.bug_layer()) + ".wq" && x.t == 0) {
+    // Reverse rank order; every shard and output stays on its own rank.
+    std::reverse(shards.begin(), shards.end());
+    std::reverse(out.begin(), out.end());
+    std::reverse(group.begin(), group.end());
+  }
+  collective(at_rank(x0, p.local + ".zero_all_gather"), "all_gather", shards, out, group,
+             {{"dim", 0}});
+}
+
+void Builder::add_input(const std::string& name) {
+  if (std::find(declared_inputs_.begin(), declared_inputs_.end(), name) != declared_inputs_.end())
+    return;
+  g.input(name);
+  declared_inputs_.push_back(name);
+}
+
+void Builder::add_output(const std::string& name) {
+  if (std::find(declared_outputs_.begin(), declared_outputs_.end(), name) !=
+      declared_outputs_.end())
+    return;
+  g.output(name);
+  declared_outputs_.push_back(name);
+}
+
+}  // namespace shardproof::planner::transformer
