@@ -188,10 +188,9 @@ class Builder {
     return at_rank(x, local);
   }
   void inputs();
-  // The local forward weight of the fused gate/up (concat of its pieces),
-  // written once per micro-batch; gate_up_local names it afterwards.
-  std::string gate_up_weight(const Coord& x, int layer);
-  std::string gate_up_local(const Coord& x, int layer) const;
+  // Whether layer i multiplies by the fused gate/up weight (see transformer_mlp.cpp).
+  bool fused_gate_up(int layer) const;
+  std::string fused_weight(const Coord& x, int layer) const;
 
   // --- transformer_layer.cpp: forward and backward of one decoder layer
   std::string rmsnorm_forward(const Coord& x, const std::string& prefix, const std::string& in,

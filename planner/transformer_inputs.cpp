@@ -90,15 +90,4 @@ void Builder::inputs() {
         }
 }
 
-std::string Builder::gate_up_weight(const Coord& x, int i) {
-  const std::string l = layer(i);
-  if (s.logical) return weight(x, l + ".wgu");
-  if (fires("fused-gate-up-contiguous", i, Coord{})) return weight(x, l + ".wgu.block");
-  const Shape local = {s.H, 2 * (s.F / s.tp)};
-  std::string cat = scratch(x, l + ".wgu.local", local);
-  op(x, l + ".wgu.concat", "concat", {weight(x, l + ".wgu.gate"), weight(x, l + ".wgu.up")}, {cat},
-     {{"dim", 1}});
-  return cat;
-}
-
 }  // namespace shardproof::planner::transformer

@@ -13,11 +13,16 @@ const Spec kFfn = {Ax::Batch, Ax::Seq, Ax::Tp};
 
 }  // namespace
 
-std::string Builder::gate_up_local(const Coord& x, int i) const {
-  const std::string l = layer(i);
-  if (s.logical) return weight(x, l + ".wgu");
-  if (fires("fused-gate-up-contiguous", i, Coord{})) return weight(x, l + ".wgu.block");
-  return at(x, l + ".wgu.local");
+// The logical step (and the contiguous-split bug) multiply by the fused
+// [gate | up] weight and slice the product; a correct rank multiplies by its
+// gate and up pieces separately (the same numbers: a fused local weight would
+// be their concatenation).
+bool Builder::fused_gate_up(int i) const {
+  return s.logical || fires("fused-gate-up-contiguous", i, Coord{});
+}
+
+std::string Builder::fused_weight(const Coord& x, int i) const {
+  return weight(x, layer(i) + (s.logical ? ".wgu" : ".wgu.block"));
 }
 
 void Builder::mlp_forward(int i, Coord x0) {
@@ -31,15 +36,23 @@ void Builder::mlp_forward(int i, Coord x0) {
 
   each_cp_tp(x0, [&](const Coord& x) {
     const std::string n = gather_seq(x, l + ".mn.out", hs, kResid, 1);
-    const std::string w = gate_up_weight(x, i);
-    const int64_t f_local = g.shape(w)[1] / 2;
-    std::string gu = s.logical ? act(x, l + ".gu", {s.B, s.S, 2 * s.F}, {Ax::Batch, Ax::Seq, Ax::Full})
-                               : scratch(x, l + ".gu.local", {g.shape(n)[0], g.shape(n)[1], 2 * f_local});
-    op(x, l + ".gu", "matmul", {n, w}, {gu});
     std::string gate = act(x, l + ".gate", ffn, kFfn);
-    op(x, l + ".gate", "slice", {gu}, {gate}, {{"dim", -1}, {"start", 0}, {"end", f_local}});
     std::string up = act(x, l + ".up", ffn, kFfn);
-    op(x, l + ".up", "slice", {gu}, {up}, {{"dim", -1}, {"start", f_local}, {"end", 2 * f_local}});
+    if (fused_gate_up(i)) {
+      const std::string w = fused_weight(x, i);
+      const int64_t f_local = g.shape(w)[1] / 2;
+      std::string gu = s.logical ? act(x, l + ".gu", {s.B, s.S, 2 * s.F},
+                                       {Ax::Batch, Ax::Seq, Ax::Full})
+                                 : scratch(x, l + ".gu.local",
+                                           {g.shape(n)[0], g.shape(n)[1], 2 * f_local});
+      op(x, l + ".gu", "matmul", {n, w}, {gu});
+      op(x, l + ".gate", "slice", {gu}, {gate}, {{"dim", -1}, {"start", 0}, {"end", f_local}});
+      op(x, l + ".up", "slice", {gu}, {up},
+         {{"dim", -1}, {"start", f_local}, {"end", 2 * f_local}});
+    } else {
+      op(x, l + ".gate", "matmul", {n, weight(x, l + ".wgu.gate")}, {gate});
+      op(x, l + ".up", "matmul", {n, weight(x, l + ".wgu.up")}, {up});
+    }
     std::string a = act(x, l + ".act", ffn, kFfn);
     op(x, l + ".silu", "silu", {gate}, {a});
     std::string mid = act(x, l + ".mid", ffn, kFfn);
@@ -89,42 +102,49 @@ void Builder::mlp_backward(int i, Coord x0) {
     std::string g_gate = act(x, grad(l + ".gate"), ffn, kFfn);
     op(x, grad(l + ".gate"), "mul", {g_act, dsilu}, {g_gate});
 
-    std::string g_gu = s.logical ? act(x, grad(l + ".gu"), {s.B, s.S, 2 * s.F},
-                                       {Ax::Batch, Ax::Seq, Ax::Full})
-                                 : scratch(x, grad(l + ".gu.local"),
-                                           {g.shape(g_gate)[0], g.shape(g_gate)[1], 2 * f_local});
-    op(x, grad(l + ".gu"), "concat", {g_gate, g_up}, {g_gu}, {{"dim", -1}});
     const std::string n = gather_seq(x, l + ".mn.out", hs, kResid, 1);
     std::string n2 = scratch(x, l + ".mn.out.2d", {tokens, s.H});
     op(x, l + ".mn.out.2d", "reshape", {n}, {n2}, {{"shape", g.shape(n2)}});
-    std::string g_gu2 = scratch(x, grad(l + ".gu") + ".2d", {tokens, 2 * f_local});
-    op(x, grad(l + ".gu") + ".2d", "reshape", {g_gu}, {g_gu2}, {{"shape", g.shape(g_gu2)}});
-    // The gradient of the fused weight, then cut into the pieces this rank holds.
-    const Shape w_local = {s.H, 2 * f_local};
-    if (s.logical || fires("fused-gate-up-contiguous", i, Coord{})) {
-      const std::string piece = s.logical ? l + ".wgu" : l + ".wgu.block";
-      std::string gw = grad_target(x, piece, "mb", w_local);
-      op(x, grad(l + ".wgu") + ".matmul", "matmul", {n2, g_gu2}, {gw}, {{"transpose_a", true}});
+    // Weight gradient: tokens folded into one dimension.
+    auto weight_grad = [&](const std::string& name, const std::string& piece,
+                           const std::string& what) {
+      const std::string g_act = at(x, name);
+      std::string g2 = scratch(x, name + ".2d", {tokens, g.shape(g_act)[2]});
+      op(x, name + ".2d", "reshape", {g_act}, {g2}, {{"shape", g.shape(g2)}});
+      std::string gw = grad_target(x, piece, what, {s.H, g.shape(g_act)[2]});
+      op(x, grad(piece) + ".matmul", "matmul", {n2, g2}, {gw}, {{"transpose_a", true}});
+    };
+    if (fused_gate_up(i)) {
+      std::string g_gu = s.logical ? act(x, grad(l + ".gu"), {s.B, s.S, 2 * s.F},
+                                         {Ax::Batch, Ax::Seq, Ax::Full})
+                                   : scratch(x, grad(l + ".gu.local"),
+                                             {g.shape(g_gate)[0], g.shape(g_gate)[1], 2 * f_local});
+      op(x, grad(l + ".gu"), "concat", {g_gate, g_up}, {g_gu}, {{"dim", -1}});
+      weight_grad(grad(l + (s.logical ? ".gu" : ".gu.local")),
+                  s.logical ? l + ".wgu" : l + ".wgu.block", "mb");
     } else {
-      std::string gw = scratch(x, grad(l + ".wgu.local"), w_local);
-      op(x, grad(l + ".wgu") + ".matmul", "matmul", {n2, g_gu2}, {gw}, {{"transpose_a", true}});
-      int64_t start = 0;
-      for (const char* half : {"gate", "up"}) {
-        const std::string piece = l + ".wgu." + half;
-        std::string target = grad_target(x, piece, "mb", {s.H, f_local});
-        op(x, grad(piece) + ".slice", "slice", {gw}, {target},
-           {{"dim", 1}, {"start", start}, {"end", start + f_local}});
-        start += f_local;
-      }
+      weight_grad(grad(l + ".gate"), l + ".wgu.gate", "mb");
+      weight_grad(grad(l + ".up"), l + ".wgu.up", "mb");
     }
   });
 
   for (x0.c = 0; x0.c < s.cp; ++x0.c)
     tp_sum(x0, grad(l + ".mn.out"), hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, grad(l + ".mn.out"),
            [&](const Coord& x, const std::string& out) {
-             const std::string g_gu = s.logical ? at(x, grad(l + ".gu")) : at(x, grad(l + ".gu.local"));
-             op(x, grad(l + ".mn.out") + ".matmul", "matmul", {g_gu, gate_up_local(x, i)}, {out},
+             const std::string gn = grad(l + ".mn.out");
+             if (fused_gate_up(i)) {
+               const std::string g_gu = at(x, grad(l + (s.logical ? ".gu" : ".gu.local")));
+               op(x, gn + ".matmul", "matmul", {g_gu, fused_weight(x, i)}, {out},
+                  {{"transpose_b", true}});
+               return;
+             }
+             std::string a = scratch(x, gn + ".gate", g.shape(out));
+             op(x, gn + ".gate", "matmul", {at(x, grad(l + ".gate")), weight(x, l + ".wgu.gate")},
+                {a}, {{"transpose_b", true}});
+             std::string b = scratch(x, gn + ".up", g.shape(out));
+             op(x, gn + ".up", "matmul", {at(x, grad(l + ".up")), weight(x, l + ".wgu.up")}, {b},
                 {{"transpose_b", true}});
+             op(x, gn + ".add", "add", {a, b}, {out});
            });
   x0.c = 0;
 
