@@ -88,6 +88,22 @@ std::string canonical_bytes(const Stage& stage) {
       w.text(value.describe());
     }
   }
+  // Integer values mapped onto reduced lines (findings report them at full
+  // size). Written only when present, so other stages keep their keys.
+  bool any_value_map = false;
+  for (const std::optional<ValueMap>& m : stage.value_maps) any_value_map |= m.has_value();
+  if (any_value_map) {
+    w.text("value-maps");
+    w.number(static_cast<int64_t>(stage.value_maps.size()));
+    for (const std::optional<ValueMap>& m : stage.value_maps) {
+      w.number(m ? 1 : 0);
+      if (!m) continue;
+      w.numbers(m->full_bounds);
+      w.numbers(m->reduced_bounds);
+      w.number(m->full_offset);
+      w.number(m->reduced_offset);
+    }
+  }
   return w.take();
 }
 

@@ -9,6 +9,17 @@ nlohmann::json tensor_json(const Tensor<Rational>& t) {
   return {{"shape", t.shape}, {"values", values}, {"truncated", t.size() > 64}};
 }
 
+// Integer values that are positions on a reduced line, as the full-size
+// positions they stand for (docs/soundness.md, "Integer positions").
+void add_full_values(nlohmann::json& j, const Tensor<Rational>& t, const ValueMap& map) {
+  nlohmann::json values = nlohmann::json::array();
+  for (int64_t i = 0; i < t.size() && i < 64; ++i) {
+    if (t.data[i].get_den() != 1 || !t.data[i].get_num().fits_slong_p()) return;
+    values.push_back(map.to_full(t.data[i].get_num().get_si()));
+  }
+  j["full_values"] = values;
+}
+
 }  // namespace
 
 std::vector<int64_t> full_index(const Stage& stage, int64_t element) {
@@ -30,7 +41,11 @@ nlohmann::json counterexample_json(const Stage& stage, const StageValues<Concret
   for (size_t t = 0; t < stage.tensors.size(); ++t) {
     const StageTensor& st = stage.tensors[t];
     if (!st.free || !values[t]) continue;
-    if (!st.parallel) inputs[st.name] = tensor_json(*values[t]);
+    if (!st.parallel) {
+      inputs[st.name] = tensor_json(*values[t]);
+      if (stage.reduced && t < stage.value_maps.size() && stage.value_maps[t])
+        add_full_values(inputs[st.name], *values[t], *stage.value_maps[t]);
+    }
     if (st.parallel && st.of && st.of->has_part) parts[st.name] = tensor_json(*values[t]);
   }
   cx["inputs"] = inputs;

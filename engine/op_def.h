@@ -63,6 +63,38 @@ class AxisRelations {
   // both broadcast and combined keeps its full size: reducing it would
   // change the count of repeated values (docs/soundness.md).
   virtual void combine(AxisRef /*in_axis*/) {}
+
+  // ---- Integer positions (docs/soundness.md, "Integer positions").
+  // `values`, `a`, `b`, `out` are operand slots numbered as in AxisRef. An
+  // integer operand that an operator mentions in none of the calls below is
+  // an *opaque* use: the line its values are positions on (if any) keeps its
+  // full size. The defaults keep the conservative behaviour (the indexed axis
+  // keeps its full size) for implementations that do not track values.
+
+  // The values of integer operand `values` are positions along `axis`
+  // (embedding ids on the table's rows, gather indices, iota along its dim).
+  virtual void positions_on(int values, AxisRef axis) {
+    (void)values;
+    freeze(axis);
+  }
+  // Integer operands a and b hold positions of the same line at the same
+  // offset (values moved by shape ops and collectives, where's branches and
+  // result, integer-to-integer casts).
+  virtual void same_positions(int /*a*/, int /*b*/) {}
+  // out = a + sign * b (add: +1, sub: -1). Shape reduction accepts it as a
+  // position shifted by a constant when b (or a, for add) is a `const`.
+  virtual void shifted_positions(int /*out*/, int /*a*/, int /*b*/, int /*sign*/) {}
+  // Integer operands a and b are compared: eq (ordered = false) or
+  // lt, le, gt, ge (ordered = true).
+  virtual void compared_positions(int /*a*/, int /*b*/, bool /*ordered*/) {}
+  // An output axis of an integer comparison along which one operand is
+  // repeated while another varies (the token axes and the vocabulary axis of
+  // eq(ids[..., None], iota(V))). Default: an ordinary broadcast.
+  virtual void compare_broadcast(AxisRef out_axis) { broadcast(out_axis); }
+  // An output axis of an integer add or sub along which one operand (the
+  // constant of a shifted position) is repeated. Default: an ordinary
+  // broadcast.
+  virtual void shift_broadcast(AxisRef out_axis) { broadcast(out_axis); }
 };
 
 // Maps a full-size position on an operand axis to its reduced position.

@@ -17,6 +17,8 @@
 // form read nothing else.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +53,37 @@ struct StageOp {
   std::string display_name;  // for reports
 };
 
+// Shape reduction's map of integer *values* that are positions on a line
+// (docs/soundness.md, "Integer positions"): reduced value v of a tensor is
+// reduced line position v + reduced_offset; full value u is full line
+// position u + full_offset. Inside a piece a reduced position stands for the
+// piece's first positions (as full_position does for axes); outside the line
+// values keep their distance to its nearest end.
+struct ValueMap {
+  std::vector<int64_t> full_bounds;     // the line's boundaries, full coordinates
+  std::vector<int64_t> reduced_bounds;  // the same boundaries, reduced coordinates
+  int64_t full_offset = 0;
+  int64_t reduced_offset = 0;
+
+  int64_t to_full(int64_t v) const {
+    const int64_t q = v + reduced_offset;
+    int64_t p = 0;
+    if (q < reduced_bounds.front()) {
+      p = q - reduced_bounds.front() + full_bounds.front();
+    } else if (q >= reduced_bounds.back()) {
+      p = q - reduced_bounds.back() + full_bounds.back();
+    } else {
+      size_t j = std::upper_bound(reduced_bounds.begin(), reduced_bounds.end(), q) -
+                 reduced_bounds.begin() - 1;
+      p = full_bounds[j] + (q - reduced_bounds[j]);
+    }
+    return p - full_offset;
+  }
+  // The reduced values that are positions on the line: [reduced_lo, reduced_hi).
+  int64_t reduced_lo() const { return reduced_bounds.front() - reduced_offset; }
+  int64_t reduced_hi() const { return reduced_bounds.back() - reduced_offset; }
+};
+
 struct Stage {
   int id = 0;
   std::string title;         // e.g. "out[0:8, 0:16] (2 parts)"
@@ -64,6 +97,9 @@ struct Stage {
   // Filled by shape reduction: for each tensor and dim, the full-size
   // position of each current position (identity when not reduced).
   std::vector<std::vector<std::vector<int64_t>>> full_position;
+  // Filled by shape reduction for integer tensors whose values are positions
+  // on a line (indexed by tensor; empty when there are none).
+  std::vector<std::optional<ValueMap>> value_maps;
   bool reduced = false;
   std::string reduction_note;  // why a stage kept (some) full sizes
 

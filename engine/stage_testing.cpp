@@ -7,14 +7,37 @@
 namespace shardproof {
 namespace {
 
+// Positions a leaf's integer values point into, [lo, hi) in the tensor's
+// own values: from shape reduction's value map, so random ids spread over
+// the (reduced) line they index, shard offsets and masks included.
+struct IntRange {
+  int64_t lo = 0, hi = 2;
+};
+
+// The stage tensor of leaf "L<t>_<i>" or "P<t>_<i>", -1 when none.
+int leaf_owner(const std::string& name) {
+  if (name.size() < 2 || (name[0] != 'L' && name[0] != 'P')) return -1;
+  return std::stoi(name.substr(1, name.find('_') - 1));
+}
+
+IntRange int_range(const Stage& stage, const std::string& name) {
+  int t = leaf_owner(name);
+  if (t < 0 || t >= static_cast<int>(stage.value_maps.size()) || !stage.value_maps[t]) return {};
+  const ValueMap& m = *stage.value_maps[t];
+  if (m.reduced_hi() <= m.reduced_lo()) return {};
+  return {m.reduced_lo(), m.reduced_hi()};
+}
+
 // Deterministic small values per leaf name and trial: reals n/d with
-// |n| <= 5, d in 1..3; integers and booleans 0 or 1 (valid as indices of
-// any non-empty dimension).
-Rational random_value(const std::string& name, int trial, DClass cls) {
+// |n| <= 5, d in 1..3; booleans 0 or 1; integers in `ints` (by default 0
+// or 1: valid as indices of any non-empty dimension).
+Rational random_value(const std::string& name, int trial, DClass cls, IntRange ints) {
   uint64_t h = std::hash<std::string>{}(name) ^ (0x9e3779b97f4a7c15ull * (trial + 1));
   h ^= h >> 31;
   h *= 0xbf58476d1ce4e5b9ull;
   h ^= h >> 29;
+  if (cls == DClass::Int)
+    return Rational(static_cast<long>(ints.lo + static_cast<int64_t>(h % (ints.hi - ints.lo))));
   if (cls != DClass::Real) return Rational(static_cast<long>(h % 2));
   Rational r(static_cast<long>(h % 11) - 5, static_cast<long>((h >> 8) % 3) + 1);
   r.canonicalize();
@@ -60,7 +83,9 @@ std::optional<Finding> refute_by_testing(const Stage& stage, int trials) {
   for (int trial = 0; trial < trials; ++trial) {
     RecordingFunctions functions;
     ConcreteAlgebra alg(functions);
-    auto leaf = [&](const std::string& name, DClass cls) { return random_value(name, trial, cls); };
+    auto leaf = [&](const std::string& name, DClass cls) {
+      return random_value(name, trial, cls, int_range(stage, name));
+    };
     StageValues<ConcreteAlgebra> values;
     std::vector<ClaimChecks<Rational>> claims;
     try {

@@ -8,6 +8,8 @@
 #include "engine/shape_reduction.h"
 #include "engine/stage.h"
 #include "engine/verifier.h"
+#include "tests/position_plans.h"
+#include "tests/test_support.h"
 
 #include <nlohmann/json.hpp>
 
@@ -154,6 +156,98 @@ TEST(ShapeReduction, HeadsReshapeReducesAsAProduct) {
   ASSERT_TRUE(bad.plan) << (bad.error ? bad.error->to_string() : bad.io_error);
   Report r = verify_plan(*bad.plan, options);
   EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << report_to_text(r);
+}
+
+// ---------------------------------------------------------------- integer positions
+
+namespace positions = testing::positions;
+
+// The stage of `plan` that claims logical tensor `target` (and holds
+// tensor `containing`, when given), reduced.
+Stage reduced_stage(const nlohmann::json& plan, const std::string& target,
+                    const std::string& containing = "") {
+  ParseResult parsed = parse_plan_text(plan.dump(), "positions.json", ".");
+  EXPECT_TRUE(parsed.plan) << (parsed.error ? parsed.error->to_string() : parsed.io_error);
+  for (Stage& s : build_stages(*parsed.plan)) {
+    if (s.tensors[s.target].name != target) continue;
+    if (!containing.empty() && !find(s, containing)) continue;
+    reduce_stage(s);
+    return s;
+  }
+  ADD_FAILURE() << "no stage claims " << target;
+  return {};
+}
+
+int index_of(const Stage& s, const std::string& name) {
+  return static_cast<int>(find(s, name) - &s.tensors[0]);
+}
+
+// 2 tokens (one piece of 2) can name 2 rows; with the constant positions 0
+// and 25000 (rank 0's and rank 1's first row, compared with and used as the
+// masked tokens' row) K = 4, so each 25000-row shard keeps 4 + 2 rows.
+TEST(ShapeReduction, VocabParallelEmbeddingReducesTheVocabulary) {
+  positions::VocabPlan config;
+  nlohmann::json plan = positions::vocab_parallel_embedding(config);
+  Stage s = reduced_stage(plan, "out");
+  ASSERT_TRUE(s.reduced) << s.reduction_note;
+  EXPECT_EQ(find(s, "table")->shape, (Shape{12, 2}));
+  EXPECT_EQ(find(s, "r1.table")->shape, (Shape{6, 2}));
+  EXPECT_EQ(find(s, "ids")->shape, (Shape{2}));
+  // Rank 1's first reduced row is full row 25000; its constants follow.
+  int table = index_of(s, "table");
+  EXPECT_EQ(s.full_position[table][0][6], 25000);
+  EXPECT_EQ(s.full_position[table][0][7], 25001);
+  for (const StageOp& op : s.ops)
+    if (op.display_name == "r1.lo" || op.display_name == "r1.sub_lo")
+      EXPECT_EQ(op.attrs.at("value").as_int(), 6) << op.display_name;
+  // Token ids map back to full vocabulary positions.
+  const std::optional<ValueMap>& ids = s.value_maps.at(index_of(s, "ids"));
+  ASSERT_TRUE(ids.has_value());
+  EXPECT_EQ(ids->reduced_hi(), 12);
+  EXPECT_EQ(ids->to_full(7), 25001);
+  Report r = testing::verify_json(plan, "vocab-embedding");
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+}
+
+// The one-hot backward compares ids only with iota (no constant positions):
+// K = 2 tokens, 4 rows per shard. The token line is combined (the
+// contraction) but not broadcast: eq(ids[T, 1], iota[1, V]) repeats iota
+// along the tokens while ids vary, which is not a count of copies.
+TEST(ShapeReduction, OneHotEmbeddingBackwardReducesTheVocabulary) {
+  positions::VocabPlan config;
+  nlohmann::json plan = positions::vocab_parallel_onehot_backward(config);
+  for (const char* iota : {"r0.iota", "r1.iota"}) {  // one stage per rank's rows
+    Stage s = reduced_stage(plan, "grad", iota);
+    ASSERT_TRUE(s.reduced) << s.reduction_note;
+    EXPECT_EQ(find(s, "grad")->shape, (Shape{8, 2}));
+    EXPECT_EQ(find(s, "onehot")->shape, (Shape{2, 8}));
+    EXPECT_EQ(find(s, iota)->shape, (Shape{1, 4}));
+  }
+  Report r = testing::verify_json(plan, "vocab-onehot");
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+}
+
+TEST(ShapeReduction, VocabParallelTargetLogitsReduceTheVocabulary) {
+  positions::VocabPlan config;
+  nlohmann::json plan = positions::vocab_parallel_target_logits(config);
+  Stage s = reduced_stage(plan, "target");
+  ASSERT_TRUE(s.reduced) << s.reduction_note;
+  EXPECT_EQ(find(s, "logits")->shape, (Shape{2, 12}));
+  EXPECT_EQ(find(s, "r0.logits")->shape, (Shape{2, 6}));
+  Report r = testing::verify_json(plan, "vocab-target");
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+}
+
+// A constant that is neither a boundary nor outside the line cannot be
+// mapped: the vocabulary keeps its full size (and the stage is refuted
+// there, see Soundness.VocabShardOffsetMustBeABoundary).
+TEST(ShapeReduction, NonBoundaryPositionConstantKeepsTheLine) {
+  positions::VocabPlan config;
+  config.vocab = 64;
+  config.offset_error = 1;
+  Stage s = reduced_stage(positions::vocab_parallel_embedding(config), "out");
+  EXPECT_EQ(find(s, "table")->shape, (Shape{64, 2}));
+  EXPECT_EQ(find(s, "ids")->shape, (Shape{2}));  // the token line still reduces
 }
 
 }  // namespace

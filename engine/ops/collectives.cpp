@@ -121,6 +121,7 @@ struct AllGather {
   }
   static void relate_axes(const AttrMap& attrs, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
+    relate_moved_positions(rel, in.size(), out.size());
     const int n = int(in.size());
     const int dim = dim_attr(attrs, "dim", in[0].shape);
     const int64_t len = in[0].shape[dim];
@@ -231,6 +232,7 @@ struct AllToAll {
   // Pieces move between the split and concat axes: keep both at full size.
   static void relate_axes(const AttrMap& attrs, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
+    relate_moved_positions(rel, in.size(), out.size());
     const int n = int(in.size());
     const int sd = dim_attr(attrs, "split_dim", in[0].shape);
     const int cd = dim_attr(attrs, "concat_dim", in[0].shape);
@@ -268,6 +270,7 @@ struct Broadcast {
   static void relate_axes(const AttrMap&, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
     relate_same_all(in, out, rel);
+    relate_moved_positions(rel, in.size(), out.size());
   }
 };
 
@@ -290,6 +293,7 @@ struct Send {
   static void relate_axes(const AttrMap&, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
     relate_same_all(in, out, rel);
+    relate_moved_positions(rel, in.size(), out.size());
   }
 };
 

@@ -68,11 +68,14 @@ struct Const {
     infer(call.attrs, {}, 1, out);
     return out.empty() ? DType::F32 : out[0].dtype;
   }
-  // One value repeated along every axis.
+  // One value repeated along every axis. An integer value is not used by
+  // the const itself: its uses say whether it is a position (shape
+  // reduction then rewrites it) or must keep its value.
   static void relate_axes(const AttrMap&, const std::vector<TensorInfo>&,
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
     for (int d = 0; d < static_cast<int>(out.at(0).shape.size()); ++d)
       if (out[0].shape[d] > 1) rel.broadcast({0, d});
+    rel.same_positions(0, 0);
   }
   static AttrMap reduce_attrs(const AttrMap& attrs, const std::vector<Shape>&,
                               const std::vector<Shape>& reduced_out, const PositionMap&) {
@@ -111,12 +114,17 @@ struct Iota {
       data.push_back(alg.constant(Rational(unflatten(shape, flat)[dim]), DClass::Int));
     return {make_tensor(shape, DClass::Int, std::move(data))};
   }
-  // The values are positions along `dim`: that axis keeps its full size.
+  // The values are positions along `dim` (shape reduction maps them with
+  // that axis's line). Along every other axis the same values repeat: a sum
+  // along one counts the copies, exactly as for `const`.
   static void relate_axes(const AttrMap& attrs, const std::vector<TensorInfo>&,
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
+    const Shape& shape = out.at(0).shape;
     int dim = 0;
-    normalize_dim("iota", "dim", attrs.at("dim").as_int(), out.at(0).shape, dim);
-    rel.freeze({0, dim});
+    normalize_dim("iota", "dim", attrs.at("dim").as_int(), shape, dim);
+    rel.positions_on(0, {0, dim});
+    for (int d = 0; d < static_cast<int>(shape.size()); ++d)
+      if (d != dim && shape[d] > 1) rel.broadcast({0, d});
   }
   static AttrMap reduce_attrs(const AttrMap& attrs, const std::vector<Shape>&,
                               const std::vector<Shape>& reduced_out, const PositionMap&) {

@@ -18,6 +18,39 @@ struct KernelBase {
   static std::optional<DType> out_dtype(const AttrMap&, const std::vector<TensorInfo>&) {
     return std::nullopt;  // the first value operand's dtype
   }
+  // Integer kernels whose broadcasts shape reduction treats specially
+  // (AxisRelations::compare_broadcast, shift_broadcast).
+  static constexpr void (AxisRelations::*kIntegerBroadcast)(AxisRef) = nullptr;
+  // What the kernel does to integer positions (op_def.h, "Integer
+  // positions"); integer operands left unmentioned are opaque uses.
+  static void relate_positions(const std::vector<TensorInfo>&, const std::vector<TensorInfo>&,
+                               AxisRelations&) {}
+};
+
+bool all_integer(const std::vector<TensorInfo>& in) {
+  for (const TensorInfo& t : in)
+    if (dclass_of(t.dtype) != DClass::Int) return false;
+  return true;
+}
+
+// Forwards to `inner`, reporting broadcasts through `route` (an integer
+// comparison's or shift's broadcasts: one operand repeated along an axis
+// where another varies).
+class RoutedBroadcasts : public AxisRelations {
+ public:
+  RoutedBroadcasts(AxisRelations& inner, void (AxisRelations::*route)(AxisRef))
+      : inner_(inner), route_(route) {}
+  void same(AxisRef a, AxisRef b) override { inner_.same(a, b); }
+  void sub_range(AxisRef part, AxisRef whole, int64_t offset) override {
+    inner_.sub_range(part, whole, offset);
+  }
+  void freeze(AxisRef a) override { inner_.freeze(a); }
+  void broadcast(AxisRef a) override { (inner_.*route_)(a); }
+  void combine(AxisRef a) override { inner_.combine(a); }
+
+ private:
+  AxisRelations& inner_;
+  void (AxisRelations::*route_)(AxisRef);
 };
 
 // One elementwise operator from a kernel K:
@@ -68,7 +101,13 @@ struct Elementwise {
 
   static void relate_axes(const AttrMap&, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
-    relate_all_broadcast(rel, in, out);
+    if (K::kIntegerBroadcast != nullptr && all_integer(in)) {
+      RoutedBroadcasts routed(rel, K::kIntegerBroadcast);
+      relate_all_broadcast(routed, in, out);
+    } else {
+      relate_all_broadcast(rel, in, out);
+    }
+    K::relate_positions(in, out, rel);
   }
 
   // The declared output class, or (when the caller gave no dtypes) the one
@@ -86,11 +125,19 @@ struct Elementwise {
   }
 };
 
-#define BINARY(NAME, ALLOWED, EXPR)                                                               \
+// SHIFT: +1 / -1 for add / sub (an integer position shifted by a constant),
+// 0 for kernels whose integer results are not positions.
+#define BINARY(NAME, ALLOWED, EXPR, SHIFT)                                                        \
   struct K_##NAME : KernelBase {                                                                  \
     static constexpr const char* kName = #NAME;                                                   \
     static constexpr int kArity = 2;                                                              \
     static constexpr Allowed kAllowed = ALLOWED;                                                  \
+    static constexpr void (AxisRelations::*kIntegerBroadcast)(AxisRef) =                          \
+        SHIFT != 0 ? &AxisRelations::shift_broadcast : nullptr;                                   \
+    static void relate_positions(const std::vector<TensorInfo>& in,                               \
+                                 const std::vector<TensorInfo>&, AxisRelations& rel) {            \
+      if (SHIFT != 0 && all_integer(in)) rel.shifted_positions(2, 0, 1, SHIFT);                   \
+    }                                                                                             \
     template <class Alg, class V>                                                                 \
     static V apply(Alg& alg, const AttrMap&, const std::vector<V>& a, const std::vector<DClass>&, \
                    DClass) {                                                                      \
@@ -98,20 +145,26 @@ struct Elementwise {
     }                                                                                             \
   };
 
-BINARY(add, Allowed::Numeric, alg.add(a[0], a[1]))
-BINARY(sub, Allowed::Numeric, alg.sub(a[0], a[1]))
-BINARY(mul, Allowed::Numeric, alg.mul(a[0], a[1]))
-BINARY(div, Allowed::Real, alg.div(a[0], a[1]))
-BINARY(maximum, Allowed::Numeric, alg.maximum(a[0], a[1]))
-BINARY(minimum, Allowed::Numeric, alg.minimum(a[0], a[1]))
+BINARY(add, Allowed::Numeric, alg.add(a[0], a[1]), +1)
+BINARY(sub, Allowed::Numeric, alg.sub(a[0], a[1]), -1)
+BINARY(mul, Allowed::Numeric, alg.mul(a[0], a[1]), 0)
+BINARY(div, Allowed::Real, alg.div(a[0], a[1]), 0)
+BINARY(maximum, Allowed::Numeric, alg.maximum(a[0], a[1]), 0)
+BINARY(minimum, Allowed::Numeric, alg.minimum(a[0], a[1]), 0)
 #undef BINARY
 
-// Comparisons give bool; eq also compares booleans.
-#define COMPARE(NAME, ALLOWED)                                                                    \
+// Comparisons give bool; eq also compares booleans. ORDERED: lt le gt ge.
+#define COMPARE(NAME, ALLOWED, ORDERED)                                                           \
   struct K_##NAME : KernelBase {                                                                  \
     static constexpr const char* kName = #NAME;                                                   \
     static constexpr int kArity = 2;                                                              \
     static constexpr Allowed kAllowed = ALLOWED;                                                  \
+    static constexpr void (AxisRelations::*kIntegerBroadcast)(AxisRef) =                          \
+        &AxisRelations::compare_broadcast;                                                        \
+    static void relate_positions(const std::vector<TensorInfo>& in,                               \
+                                 const std::vector<TensorInfo>&, AxisRelations& rel) {            \
+      if (all_integer(in)) rel.compared_positions(0, 1, ORDERED);                                 \
+    }                                                                                             \
     static std::optional<DType> out_dtype(const AttrMap&, const std::vector<TensorInfo>&) {       \
       return DType::Bool;                                                                         \
     }                                                                                             \
@@ -122,11 +175,11 @@ BINARY(minimum, Allowed::Numeric, alg.minimum(a[0], a[1]))
     }                                                                                             \
   };
 
-COMPARE(eq, Allowed::Any)
-COMPARE(lt, Allowed::Numeric)
-COMPARE(le, Allowed::Numeric)
-COMPARE(gt, Allowed::Numeric)
-COMPARE(ge, Allowed::Numeric)
+COMPARE(eq, Allowed::Any, false)
+COMPARE(lt, Allowed::Numeric, true)
+COMPARE(le, Allowed::Numeric, true)
+COMPARE(gt, Allowed::Numeric, true)
+COMPARE(ge, Allowed::Numeric, true)
 #undef COMPARE
 
 // The uninterpreted functions of the contract.
@@ -256,6 +309,13 @@ struct K_where : KernelBase {
                  DClass) {
     return alg.select(a[0], a[1], a[2]);
   }
+  // Either branch's positions become the result's.
+  static void relate_positions(const std::vector<TensorInfo>& in, const std::vector<TensorInfo>&,
+                               AxisRelations& rel) {
+    if (dclass_of(in[1].dtype) != DClass::Int) return;
+    rel.same_positions(1, 3);
+    rel.same_positions(2, 3);
+  }
 };
 
 struct K_cast : KernelBase {
@@ -275,6 +335,13 @@ struct K_cast : KernelBase {
   static V apply(Alg& alg, const AttrMap&, const std::vector<V>& a, const std::vector<DClass>& cls,
                  DClass out) {
     return alg.cast(a[0], cls[0], out);
+  }
+  // Integer to integer keeps the values; any other cast of a position is an
+  // opaque use (its value would enter real or boolean arithmetic).
+  static void relate_positions(const std::vector<TensorInfo>& in,
+                               const std::vector<TensorInfo>& out, AxisRelations& rel) {
+    if (dclass_of(in[0].dtype) == DClass::Int && dclass_of(out.at(0).dtype) == DClass::Int)
+      rel.same_positions(0, 1);
   }
 };
 

@@ -53,10 +53,10 @@ struct Embedding {
     shape.push_back(d);
     return {make_tensor(shape, table.cls, std::move(data))};
   }
-  // Rows are addressed by integer ids: V keeps its full size.
+  // Rows are addressed by integer ids: the ids' values are positions on V.
   static void relate_axes(const AttrMap&, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>&, AxisRelations& rel) {
-    rel.freeze({1, 0});
+    rel.positions_on(0, {1, 0});
     const int r = int(in[0].shape.size());
     for (int d = 0; d < r; ++d) rel.same({0, d}, {2, d});
     rel.same({1, 1}, {2, r});
@@ -113,7 +113,7 @@ struct Gather {
     const Shape &x = in[0].shape, &index = in[1].shape;
     int dim = 0;
     normalize_dim("gather", "dim", attrs.at("dim").as_int(), x, dim);
-    rel.freeze({0, dim});
+    rel.positions_on(1, {0, dim});  // index values are positions along x's dim
     for (int d = 0; d < int(x.size()); ++d) {
       rel.same({1, d}, {2, d});
       if (d == dim) continue;

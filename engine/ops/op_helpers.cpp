@@ -248,4 +248,10 @@ void relate_all_broadcast(AxisRelations& rel, const std::vector<TensorInfo>& in,
       relate_broadcast(rel, i, in[i].shape, n_in + o, out[o].shape);
 }
 
+void relate_moved_positions(AxisRelations& rel, size_t n_in, size_t n_out) {
+  for (size_t i = 0; i < n_in; ++i)
+    for (size_t o = 0; o < n_out; ++o)
+      rel.same_positions(static_cast<int>(i), static_cast<int>(n_in + o));
+}
+
 }  // namespace shardproof::ops

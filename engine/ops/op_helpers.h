@@ -186,6 +186,10 @@ void relate_broadcast(AxisRelations& rel, int in_slot, const Shape& in, int out_
 // Every input broadcast to every output.
 void relate_all_broadcast(AxisRelations& rel, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>& out);
+// Ops that move values without computing on them (shape ops, gathering
+// collectives): integer positions keep their meaning from every input to
+// every output.
+void relate_moved_positions(AxisRelations& rel, size_t n_in, size_t n_out);
 
 // ---------------------------------------------------------------- registration
 

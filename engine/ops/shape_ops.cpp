@@ -47,6 +47,7 @@ struct Reshape {
   // of them; anything else (several to several) keeps its full size.
   static void relate_axes(const AttrMap&, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
+    relate_moved_positions(rel, 1, 1);
     const Shape& a = in[0].shape;
     const Shape& b = out[0].shape;
     auto freeze_all = [&] {
@@ -147,6 +148,7 @@ struct Transpose {
   }
   static void relate_axes(const AttrMap& attrs, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>&, AxisRelations& rel) {
+    relate_moved_positions(rel, 1, 1);
     std::vector<int> perm;
     perm_of(attrs, in[0].shape, perm);
     for (size_t i = 0; i < perm.size(); ++i) rel.same({0, perm[i]}, {1, int(i)});
@@ -189,6 +191,7 @@ struct Slice {
   }
   static void relate_axes(const AttrMap& attrs, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>&, AxisRelations& rel) {
+    relate_moved_positions(rel, 1, 1);
     const int dim = dim_of(attrs, "dim", in[0].shape);
     for (int d = 0; d < int(in[0].shape.size()); ++d) {
       if (d == dim)
@@ -239,6 +242,7 @@ struct Concat {
   }
   static void relate_axes(const AttrMap& attrs, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>&, AxisRelations& rel) {
+    relate_moved_positions(rel, in.size(), 1);
     const int dim = dim_of(attrs, "dim", in[0].shape);
     const int n = int(in.size());
     int64_t offset = 0;
@@ -302,6 +306,7 @@ struct Split {
   }
   static void relate_axes(const AttrMap& attrs, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
+    relate_moved_positions(rel, 1, out.size());
     const int dim = dim_of(attrs, "dim", in[0].shape);
     int64_t offset = 0;
     for (int k = 0; k < int(out.size()); ++k) {
@@ -358,6 +363,7 @@ struct Expand {
   static void relate_axes(const AttrMap&, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
     relate_all_broadcast(rel, in, out);
+    relate_moved_positions(rel, 1, 1);
   }
   static AttrMap reduce_attrs(AttrMap attrs, const std::vector<Shape>&,
                               const std::vector<Shape>& reduced_out, const PositionMap&) {
