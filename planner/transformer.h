@@ -78,7 +78,7 @@ const BugSpec* find_bug(const Layout& layout, const std::string& family);
 // How one dimension of a logical tensor is cut over the mesh.
 enum class Ax {
   Full,    // not cut
-  Batch,   // rows of (dp rank, micro-batch)
+  Batch,   // sequences of (micro-batch, dp rank), micro-batch major
   Seq,     // context-parallel chunk
   SeqSp,   // context-parallel chunk, then the tp rank's piece under sequence parallelism
   Tp,      // block t of tp (heads, ffn columns, vocabulary)

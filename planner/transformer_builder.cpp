@@ -59,7 +59,9 @@ Slice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) con
         slice.push_back({0, n});
         break;
       case Ax::Batch:
-        slice.push_back(block(n, int64_t(s.dp) * s.mb, int64_t(x.d) * s.mb + x.m));
+        // Micro-batch major: the sequences of one micro-batch over all dp
+        // ranks are contiguous (an expert all_to_all gathers exactly those).
+        slice.push_back(block(n, int64_t(s.dp) * s.mb, int64_t(x.m) * s.dp + x.d));
         break;
       case Ax::Seq:
         slice.push_back(block(n, s.cp, x.c));
