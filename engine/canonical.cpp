@@ -71,6 +71,9 @@ std::string canonical_bytes(const Stage& stage) {
       w.number(-1);
     }
   }
+  // Positions kept by reduction (none written when the stage kept full size:
+  // the sizes above say so).
+  w.number(static_cast<int64_t>(stage.full_position.size()));
   for (size_t t = 0; t < stage.full_position.size(); ++t)
     for (const std::vector<int64_t>& dim : stage.full_position[t]) w.numbers(dim);
   w.number(static_cast<int64_t>(stage.ops.size()));

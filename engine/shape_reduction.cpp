@@ -744,6 +744,11 @@ int attempt(const Stage& original, const Restrictions& restrictions, Stage& resu
       st.shape[d] = map_axis(a, st.full_shape[d]);
       auto [root, offset] = lines.find(a);
       int64_t start = maps.map(root, offset);
+      if (result.full_position.size() != original.tensors.size()) {
+        result.full_position.assign(original.tensors.size(), {});
+        for (size_t u = 0; u < original.tensors.size(); ++u)
+          result.full_position[u].resize(original.tensors[u].full_shape.size());
+      }
       std::vector<int64_t>& positions = result.full_position[t][d];
       positions.resize(st.shape[d]);
       for (int64_t q = 0; q < st.shape[d]; ++q) positions[q] = maps.unmap(root, start + q) - offset;

@@ -1,5 +1,7 @@
 #include "engine/stage.h"
 
+#include "engine/demanded_region.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -132,9 +134,12 @@ void build_one(const Plan& plan, const GroupKey& key, const std::vector<int>& me
   // of the target, so the target is cut too and no logical op is needed.
   std::set<int> log_reached;
   std::vector<int> log_ops;
-  if (!cut.count(key.logical))
+  if (!cut.count(key.logical)) {
     log_ops = backward_cone(
         log, {key.logical}, [&](int t) { return cut.count(t) > 0; }, log_reached);
+    // Only what the claimed region depends on; the rest are free leaves.
+    log_ops = demanded_ops(log, log_ops, key.logical, key.slice);
+  }
 
   StageBuilder builder(plan, stage);
   stage.target = builder.add_logical(key.logical);
@@ -145,16 +150,7 @@ void build_one(const Plan& plan, const GroupKey& key, const std::vector<int>& me
   stage.parts = key.parts;
   stage.title = slice_to_string(log.tensors[key.logical].name, key.slice);
   if (key.parts) stage.title += " (" + std::to_string(key.parts) + " parts)";
-  stage.full_position.clear();
-  for (const StageTensor& t : stage.tensors) {
-    std::vector<std::vector<int64_t>> dims;
-    for (int64_t size : t.shape) {
-      std::vector<int64_t> identity(size);
-      for (int64_t i = 0; i < size; ++i) identity[i] = i;
-      dims.push_back(std::move(identity));
-    }
-    stage.full_position.push_back(std::move(dims));
-  }
+  stage.full_position.clear();  // identity until shape reduction fills it
 }
 
 }  // namespace

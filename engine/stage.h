@@ -95,8 +95,12 @@ struct Stage {
   std::vector<StageOp> ops;  // logical ops, then parallel ops, each producers first
 
   // Filled by shape reduction: for each tensor and dim, the full-size
-  // position of each current position (identity when not reduced).
+  // position of each current position. Empty when not reduced (identity):
+  // identity vectors of full-size stages would cost megabytes per stage.
   std::vector<std::vector<std::vector<int64_t>>> full_position;
+  int64_t full_index(int tensor, int dim, int64_t position) const {
+    return full_position.empty() ? position : full_position[tensor][dim][position];
+  }
   // Filled by shape reduction for integer tensors whose values are positions
   // on a line (indexed by tensor; empty when there are none).
   std::vector<std::optional<ValueMap>> value_maps;

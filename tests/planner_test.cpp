@@ -131,7 +131,9 @@ int expected_collectives(const PlanConfig& c) {
 }
 
 TEST(Planner, ListsModelsAndBugs) {
-  EXPECT_EQ(planner::list_models(), std::vector<std::string>{"mlp"});
+  std::vector<std::string> models = planner::list_models();
+  for (const char* required : {"mlp", "llama3-8b", "llama3-70b", "llama3-405b", "llama3-tiny"})
+    EXPECT_NE(std::find(models.begin(), models.end(), required), models.end()) << required;
   std::set<std::string> names;
   for (const planner::BugInfo& b : planner::list_bugs("mlp")) {
     names.insert(b.name);
@@ -248,7 +250,7 @@ TEST(Planner, RejectsConfigsThatDoNotFit) {
   expect_rejected(config(4, 1, 3, 1, 1), "tp (3) must divide hidden (8)");
   expect_rejected(config(4, 4, 1, 1, 4), "dp * microbatches (4 * 4) must divide batch (8)");
   expect_rejected(config(2, 1, 1, 4, 1), "pp (4) must be <= layers (2)");
-  expect_rejected(config(0, 1, 1, 1, 1), "layers must be >= 1");
+  expect_rejected(config(-1, 1, 1, 1, 1), "layers must be >= 1");
   expect_rejected(config(2, 0, 1, 1, 1), "dp must be >= 1");
   expect_rejected(config(2, 1, 1, 1, 1, "lamb"), "optimizer must be 'sgd' or 'adam'");
   PlanConfig big = config(2, 1, 16, 1, 1);
@@ -266,6 +268,87 @@ TEST(Planner, RejectsUnknownAndInapplicableBugs) {
   expect_rejected(config(4, 2, 2, 2, 1, "sgd", "loss-scale-wrong-microbatch-count"),
                   "needs microbatches >= 2");
   expect_rejected(config(2, 1, 2, 1, 1, "sgd", "tp-input-grad-not-reduced"), "layers >= 3");
+}
+
+// --- the llama3 family
+
+PlanConfig llama(int layers, int dp, int tp, int pp, int mb) {
+  PlanConfig c;
+  c.layers = layers;
+  c.dp = dp;
+  c.tp = tp;
+  c.pp = pp;
+  c.microbatches = mb;
+  return c;
+}
+
+TEST(Planner, LlamaCatalogueHasTwentyDescribedBugs) {
+  std::vector<planner::BugInfo> bugs = planner::list_bugs("llama3-8b");
+  EXPECT_GE(bugs.size(), 20u);
+  std::set<std::string> names;
+  for (const planner::BugInfo& b : bugs) {
+    EXPECT_TRUE(names.insert(b.name).second) << "duplicate " << b.name;
+    EXPECT_FALSE(b.description.empty()) << b.name;
+    EXPECT_FALSE(b.real_world.empty()) << b.name;
+  }
+}
+
+// One logical graph serves every parallel plan of a model: it depends on the
+// model (and tied embeddings, which change the model), never on the degrees.
+TEST(Planner, LlamaLogicalGraphIgnoresParallelDegrees) {
+  PlanConfig base = llama(4, 1, 1, 1, 1);
+  base.batch = 4;
+  json reference = planner::generate_plan("llama3-tiny", base)["logical"];
+  PlanConfig a = llama(4, 2, 2, 2, 2), b = llama(4, 1, 4, 1, 1);
+  a.batch = b.batch = 4;
+  b.sp = true;
+  b.cp = 2;
+  EXPECT_EQ(planner::generate_plan("llama3-tiny", a)["logical"], reference);
+  EXPECT_EQ(planner::generate_plan("llama3-tiny", b)["logical"], reference);
+}
+
+TEST(Planner, LlamaUsesPublishedShapes) {
+  json meta = planner::generate_plan("llama3-8b", llama(1, 1, 1, 1, 1))["meta"];
+  EXPECT_EQ(meta["hidden"], 4096);
+  EXPECT_EQ(meta["heads"], 32);
+  EXPECT_EQ(meta["kv_heads"], 8);
+  EXPECT_EQ(meta["ffn"], 14336);
+  EXPECT_EQ(meta["vocab"], 128256);
+  // tp 3 divides neither 64 heads nor 8 kv heads.
+  EXPECT_THROW(planner::generate_plan("llama3-70b", [] {
+                 PlanConfig c;
+                 c.tp = 3;
+                 return c;
+               }()),
+               std::invalid_argument);
+}
+
+TEST(Planner, LlamaRejectsConfigsThatDoNotFit) {
+  auto rejected = [](PlanConfig c, const std::string& why) {
+    try {
+      planner::generate_plan("llama3-tiny", c);
+      ADD_FAILURE() << "accepted; expected: " << why;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  rejected(llama(2, 1, 3, 1, 1), "tp (3) must divide the heads (4)");
+  PlanConfig sp = llama(2, 1, 1, 1, 1);
+  sp.sp = true;
+  rejected(sp, "sp (sequence parallelism) needs tp >= 2");
+  PlanConfig zero = llama(2, 1, 1, 1, 1);
+  zero.zero = 1;
+  rejected(zero, "zero needs dp * cp >= 2");
+  PlanConfig cp = llama(2, 1, 1, 1, 1);
+  cp.cp = 3;
+  rejected(cp, "must divide the sequence length (8)");
+  rejected(llama(2, 1, 1, 4, 1), "pp (4) must be <= layers (2)");
+  PlanConfig hidden = llama(2, 1, 1, 1, 1);
+  hidden.hidden = 32;
+  rejected(hidden, "--hidden is fixed by the model");
+  PlanConfig bug = llama(2, 1, 1, 1, 1);
+  bug.bug = "row-parallel-no-allreduce";
+  rejected(bug, "needs tp >= 2");
 }
 
 }  // namespace

@@ -147,7 +147,9 @@ TEST(ShapeReduction, HeadsReshapeReducesAsAProduct) {
     EXPECT_EQ(find(s, "x")->shape, (Shape{2, 8}));
     EXPECT_EQ(find(s, "h")->shape, (Shape{2, 4, 2}));
     const StageTensor* x1 = find(s, "r1.x");
-    if (x1) EXPECT_EQ(x1->shape, (Shape{2, 4}));
+    if (x1) {
+      EXPECT_EQ(x1->shape, (Shape{2, 4}));
+    }
   }
   VerifyOptions options;
   Report good = verify_plan(*parsed.plan, options);
@@ -197,9 +199,11 @@ TEST(ShapeReduction, VocabParallelEmbeddingReducesTheVocabulary) {
   int table = index_of(s, "table");
   EXPECT_EQ(s.full_position[table][0][6], 25000);
   EXPECT_EQ(s.full_position[table][0][7], 25001);
-  for (const StageOp& op : s.ops)
-    if (op.display_name == "r1.lo" || op.display_name == "r1.sub_lo")
+  for (const StageOp& op : s.ops) {
+    if (op.display_name == "r1.lo" || op.display_name == "r1.sub_lo") {
       EXPECT_EQ(op.attrs.at("value").as_int(), 6) << op.display_name;
+    }
+  }
   // Token ids map back to full vocabulary positions.
   const std::optional<ValueMap>& ids = s.value_maps.at(index_of(s, "ids"));
   ASSERT_TRUE(ids.has_value());
