@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark: generates MLP plans as layers, dp, tp and micro-batches grow,
-# verifies each one and prints a Markdown table of size, work, wall time and
-# peak memory.
+# verifies each one in process without the cache (the engine's own cost;
+# bench/cache.sh measures the daemon and its cache) and prints a Markdown
+# table of size, work, wall time and peak memory.
 #
 #   bench/run.sh                       # full grid (54 plans)
 #   bench/run.sh --quick               # a small grid, for a smoke test
@@ -71,11 +72,11 @@ for layers in $LAYERS; do
         start=$(date +%s.%N)
         rc=0
         if ((have_gnu_time)); then
-          /usr/bin/time -f %M -o "$work/rss" "$cli" verify --quiet --format json \
+          /usr/bin/time -f %M -o "$work/rss" "$cli" verify --no-cache --quiet --format json \
             --jobs "$JOBS" "$plan" >"$work/report.json" 2>"$work/verify.err" || rc=$?
           kib=$(tail -n1 "$work/rss")
         else
-          "$cli" verify --quiet --format json --jobs "$JOBS" "$plan" \
+          "$cli" verify --no-cache --quiet --format json --jobs "$JOBS" "$plan" \
             >"$work/report.json" 2>"$work/verify.err" || rc=$?
           kib=""
         fi

@@ -25,7 +25,9 @@ struct VerifyArgs {
   int jobs = 0;
   uint64_t rlimit = VerifyOptions{}.rlimit;  // one default, the engine's
   unsigned timeout_ms = VerifyOptions{}.timeout_ms;
-  bool quiet = false;  // no progress line even on a terminal
+  bool quiet = false;      // no progress line even on a terminal
+  bool no_daemon = false;  // in process, same cache
+  bool no_cache = false;   // in process, no cache
 };
 CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args);
 int run_verify(const VerifyArgs& args);
@@ -42,5 +44,24 @@ int run_plan(const PlanArgs& args);
 
 CLI::App* add_version_command(CLI::App& app);
 int run_version();
+
+struct DaemonArgs {
+  std::string action;  // start, stop, status, restart, run
+  int jobs = 0;
+  int idle_timeout = -1;  // seconds; -1: $SHARDPROOF_DAEMON_IDLE_TIMEOUT or the default
+  std::string max_frame;  // size, e.g. "256M"; empty: the default
+  std::string format = "text";
+};
+CLI::App* add_daemon_command(CLI::App& app, DaemonArgs& args);
+int run_daemon_command(const DaemonArgs& args);
+
+struct CacheArgs {
+  std::string action;  // stats, gc, clear
+  std::string format = "text";
+  std::string max_size;  // gc: size cap; empty: the configured cap
+  std::string max_age;   // gc: drop entries unused for this long; empty: no age limit
+};
+CLI::App* add_cache_command(CLI::App& app, CacheArgs& args);
+int run_cache_command(const CacheArgs& args);
 
 }  // namespace shardproof::cli

@@ -1,16 +1,25 @@
-// `shardproof verify PLAN.json...`: verifies each plan in process and prints
-// one report per plan. The exit code is that of the most severe verdict.
+// `shardproof verify PLAN.json...`: verifies each plan through the daemon
+// (started when none answers) or, with --no-daemon, with the same engine
+// and cache in process, and prints one report per plan. The report is the
+// same either way. The exit code is that of the most severe verdict.
 #include <unistd.h>
 
 #include <chrono>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "cache/cached_verify.h"
 #include "cli/commands.h"
+#include "cli/local_cache.h"
+#include "cli/verify_backend.h"
+#include "daemon/plan_text.h"
 #include "engine/report.h"
 #include "engine/verifier.h"
 
@@ -18,23 +27,24 @@ namespace shardproof::cli {
 
 namespace {
 
-// Shows "path: stages done/total" on one rewritten line of stderr. The engine
-// may call it from solver threads, hence the mutex.
+// Shows "path: stages done/total, N cached, M solving" on one rewritten
+// line of stderr. The engine may call it from solver threads, hence the mutex.
 class ProgressLine {
  public:
   explicit ProgressLine(bool enabled) : enabled_(enabled) {}
   ~ProgressLine() { clear(); }
 
-  std::function<void(int64_t, int64_t)> callback(const std::string& path) {
+  std::function<void(const VerifyProgress&)> callback(const std::string& path) {
     if (!enabled_) return {};
-    return [this, path](int64_t done, int64_t total) {
+    return [this, path](const VerifyProgress& p) {
       std::lock_guard<std::mutex> lock(mutex_);
       // Thousands of cached stages finish in a blink: redraw at most 10 times
       // a second (and always the last), so the terminal is not the bottleneck.
       auto now = std::chrono::steady_clock::now();
-      if (done < total && shown_ && now - last_ < std::chrono::milliseconds(100)) return;
+      if (p.done < p.total && shown_ && now - last_ < std::chrono::milliseconds(100)) return;
       last_ = now;
-      std::cerr << "\r\033[K" << path << ": stages " << done << "/" << total << std::flush;
+      std::cerr << "\r\033[K" << path << ": stages " << p.done << "/" << p.total << ", " << p.cached
+                << " cached, " << p.solving << " solving" << std::flush;
       shown_ = true;
     };
   }
@@ -52,7 +62,9 @@ class ProgressLine {
   std::mutex mutex_;
 };
 
-Report verify_one(const std::string& path, const VerifyOptions& options) {
+// The engine straight from the files: for plans that cannot be read or are
+// invalid, so the report names the real files, lines and columns.
+Report verify_from_files(const std::string& path, const VerifyOptions& options) {
   // verify_plan_file promises not to throw; a slip must still become a
   // report, not a crash that loses the other plans' answers.
   try {
@@ -66,6 +78,105 @@ Report verify_one(const std::string& path, const VerifyOptions& options) {
   }
 }
 
+// The plan file's text; nullopt when it cannot be read (the engine then
+// reports why, from the file).
+std::optional<std::string> read_plan(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  // One read into the final string: plans run to megabytes, and a warm
+  // verify is otherwise little more than this.
+  std::string text;
+  uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > 0) {
+    text.resize(size);
+    in.read(text.data(), static_cast<std::streamsize>(size));
+    text.resize(static_cast<size_t>(in.gcount()));
+  }
+  if (ec || in.bad()) {  // not a regular file (a pipe, /dev/stdin): stream it
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    text = buf.str();
+  }
+  if (in.bad()) return std::nullopt;
+  return text;
+}
+
+std::string plan_dir(const std::string& path) {
+  return std::filesystem::path(path).parent_path().string();
+}
+
+// Sends plans to the chosen backend, and to the engine in this process when
+// the daemon cannot be reached or goes away.
+class PlanVerifier {
+ public:
+  explicit PlanVerifier(const VerifyArgs& args) : args_(args) {
+    if (args.no_cache) {
+      backend_ = std::make_unique<InProcessBackend>(nullptr);
+    } else if (args.no_daemon) {
+      backend_ = in_process();
+    } else {
+      std::vector<std::string> run_args;
+      if (args.jobs > 0) run_args = {"--jobs", std::to_string(args.jobs)};
+      Status status;
+      backend_ = connect_daemon(run_args, &status);
+      if (!backend_) {
+        warn("not using the daemon: " + status.message());
+        backend_ = in_process();
+      }
+    }
+  }
+
+  Report verify(const std::string& path, const VerifyOptions& options) {
+    VerifyOptions plain = options;
+    plain.progress = nullptr;
+    std::optional<std::string> original = read_plan(path);
+    if (!original) return verify_from_files(path, plain);
+    // What the backends take: the plan with its graph files inlined. When
+    // that fails, or the plan is invalid, the engine parses the original text
+    // as it parses a file, so the report names the real files, lines and
+    // columns (without reading the plan twice: it may be a pipe).
+    std::optional<std::string> text = original;
+    if (daemon::has_graph_references(*original)) {
+      std::string why;
+      text = daemon::inline_graph_references(*original, plan_dir(path), &why);
+    }
+    if (!text) return cache::verify_text(path, *original, plain, plan_dir(path));
+    std::optional<Report> report;
+    try {
+      report = backend_->verify(path, *text, options);
+    } catch (const std::exception&) {
+      report.reset();  // treated as the daemon failing: verified in process below
+    }
+    if (!report) {
+      auto* daemon = dynamic_cast<DaemonBackend*>(backend_.get());
+      warn("the daemon failed (" + (daemon ? daemon->last_error() : std::string("?")) + ")");
+      backend_ = in_process();
+      report = backend_->verify(path, *text, options);
+    }
+    if (report->verdict == Verdict::Invalid)
+      return cache::verify_text(path, *original, plain, plan_dir(path));
+    return *report;
+  }
+
+ private:
+  std::unique_ptr<VerifyBackend> in_process() {
+    Status status;
+    std::unique_ptr<cache::VerdictCache> c = open_local_cache(&status);
+    if (!c) warn("verifying without the cache: " + status.message());
+    if (!args_.no_daemon && !args_.no_cache) warn("verifying in process");
+    return std::make_unique<InProcessBackend>(std::move(c));
+  }
+
+  static void warn(const std::string& message) {
+    std::cerr << "shardproof: warning: " << message << "\n";
+  }
+
+  const VerifyArgs& args_;
+  std::unique_ptr<VerifyBackend> backend_;
+};
+
 // nlohmann::json sorts keys; a person reading the report wants the verdict
 // first and the error last, in the order docs/cli.md lists them.
 nlohmann::ordered_json in_schema_order(const nlohmann::json& report) {
@@ -73,8 +184,9 @@ nlohmann::ordered_json in_schema_order(const nlohmann::json& report) {
                                      "findings", "stats", "error"};
   static const char* const kFinding[] = {"kind",     "stage", "tensor",         "parallel_tensors",
                                          "elements", "ops",   "counterexample", "message"};
-  static const char* const kStats[] = {"stages",      "solved",       "proven_trivially",
-                                       "logical_ops", "parallel_ops", "seconds"};
+  static const char* const kStats[] = {"stages",       "unique_stages",    "solved",
+                                       "cached",       "proven_trivially", "logical_ops",
+                                       "parallel_ops", "seconds"};
   static const char* const kError[] = {"rule", "file", "pointer", "line", "column", "message"};
   auto ordered = [](const nlohmann::json& j, const auto& keys) {
     nlohmann::ordered_json out = nlohmann::ordered_json::object();
@@ -132,6 +244,10 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
                   "Wall-clock backstop per claim query in ms (0: none; exceeded: unknown)")
       ->capture_default_str();
   cmd->add_flag("--quiet,-q", args.quiet, "No progress line on stderr");
+  cmd->add_flag("--no-daemon", args.no_daemon,
+                "Verify in this process (same engine, same cache) instead of through the daemon");
+  cmd->add_flag("--no-cache", args.no_cache,
+                "Verify in this process without reading or writing the cache");
   return cmd;
 }
 
@@ -144,11 +260,12 @@ int run_verify(const VerifyArgs& args) {
   // Progress is for people: never written into a pipe or a CI log.
   ProgressLine progress(!args.quiet && isatty(STDERR_FILENO));
 
+  PlanVerifier verifier(args);
   std::vector<Report> reports;
   Verdict worst = Verdict::Equivalent;
   for (const std::string& path : args.plans) {
     options.progress = progress.callback(path);
-    reports.push_back(verify_one(path, options));
+    reports.push_back(verifier.verify(path, options));
     progress.clear();
     if (verdict_severity(reports.back().verdict) > verdict_severity(worst)) {
       worst = reports.back().verdict;

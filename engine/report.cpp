@@ -213,8 +213,9 @@ std::string report_to_text(const Report& report) {
   out << display_path(report) << ": " << verdict_title(report.verdict);
   if (report.verdict != Verdict::Invalid && report.verdict != Verdict::InternalError) {
     out << " (" << report.stats.stages << (report.stats.stages == 1 ? " stage, " : " stages, ")
-        << report.stats.unique_stages << " distinct, " << report.stats.solved << " solved, "
-        << format_seconds(report.stats.seconds) << ")";
+        << report.stats.unique_stages << " distinct, " << report.stats.solved << " solved, ";
+    if (report.stats.cached > 0) out << report.stats.cached << " cached, ";
+    out << format_seconds(report.stats.seconds) << ")";
   }
   out << "\n";
 
@@ -271,6 +272,7 @@ nlohmann::json report_to_json(const Report& report) {
   j["stats"] = {{"stages", report.stats.stages},
                 {"unique_stages", report.stats.unique_stages},
                 {"solved", report.stats.solved},
+                {"cached", report.stats.cached},
                 {"proven_trivially", report.stats.proven_trivially},
                 {"logical_ops", report.stats.logical_ops},
                 {"parallel_ops", report.stats.parallel_ops},

@@ -5,9 +5,11 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "engine/canonical.h"
+#include "engine/outcome_codec.h"
 #include "engine/plan_parser.h"
 #include "engine/shape_reduction.h"
 #include "engine/stage.h"
@@ -24,12 +26,44 @@ int worker_count(int requested, size_t work) {
   return static_cast<int>(std::min<size_t>(n, std::max<size_t>(work, 1)));
 }
 
+// Where a stage's outcome came from in this run.
+enum class Source { Solved, Stored, Duplicate };
+
+const char* source_name(Source s) {
+  switch (s) {
+    case Source::Solved:
+      return "solved";
+    case Source::Stored:
+      return "cache";
+    case Source::Duplicate:
+      return "duplicate";
+  }
+  return "solved";
+}
+
+const char* status_name(StageStatus s) {
+  switch (s) {
+    case StageStatus::Proven:
+      return "proven";
+    case StageStatus::Refuted:
+      return "refuted";
+    case StageStatus::Unknown:
+      return "unknown";
+    case StageStatus::InternalError:
+      return "error";
+  }
+  return "error";
+}
+
 // Folds stage outcomes into the plan's verdict: any refuted claim makes it
 // not equivalent; otherwise any undecided stage makes it unknown.
-void combine(const std::vector<StageOutcome>& outcomes, Report& report) {
+void combine(const std::vector<StageOutcome>& outcomes, const std::vector<Source>& sources,
+             Report& report) {
   bool refuted = false, unknown = false;
-  for (const StageOutcome& o : outcomes) {
-    report.stats.solved += o.queries > 0 ? 1 : 0;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const StageOutcome& o = outcomes[i];
+    report.stats.solved += sources[i] == Source::Solved && o.queries > 0 ? 1 : 0;
+    report.stats.cached += sources[i] == Source::Stored ? 1 : 0;
     report.stats.proven_trivially += o.trivial ? 1 : 0;
     switch (o.status) {
       case StageStatus::Proven:
@@ -72,6 +106,159 @@ void parallel_for(int jobs, size_t n, const std::function<void(size_t)>& body) {
   for (std::thread& t : threads) t.join();
 }
 
+// Decides the stages of one plan: each distinct stage once (from the store
+// or the solver), then its duplicates from it.
+class StageRun {
+ public:
+  StageRun(std::vector<Stage>& stages, const VerifyOptions& options)
+      : stages_(stages),
+        options_(options),
+        prover_{options.rlimit, options.max_stage_elements, options.timeout_ms,
+                options.test_trials},
+        ids_(stages.size()),
+        outcomes_(stages.size()),
+        sources_(stages.size()),
+        shared_(stages.size()) {}
+
+  void run(Report& report) {
+    // Reduce and key every stage.
+    parallel_for(options_.jobs, stages_.size(), [&](size_t i) {
+      if (options_.reduce_shapes) reduce_stage(stages_[i]);
+      ids_[i] =
+          options_.store ? stage_identity(stages_[i]) : StageIdentity{stage_key(stages_[i]), ""};
+    });
+    // One stage per distinct key (identical layers once).
+    std::map<std::string, size_t> first_with_key;
+    std::vector<size_t> unique, duplicates;
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      if (first_with_key.emplace(ids_[i].key, i).second)
+        unique.push_back(i);
+      else
+        duplicates.push_back(i);
+    }
+    report.stats.unique_stages = static_cast<int64_t>(unique.size());
+    parallel_for(options_.jobs, unique.size(), [&](size_t u) { decide_safely(unique[u]); });
+    // A duplicate of a proven stage is proven; a duplicate of a refuted one
+    // gets its findings by position, in its own names; any other duplicate
+    // is solved on its own.
+    std::vector<size_t> resolve;
+    for (size_t i : duplicates) {
+      size_t first = first_with_key[ids_[i].key];
+      std::optional<StageOutcome> copy;
+      if (outcomes_[first].status == StageStatus::Proven) {
+        copy = StageOutcome{};
+        copy->status = StageStatus::Proven;
+      } else if (shared_[first]) {
+        copy = decode_outcome(stages_[i], *shared_[first]);
+      }
+      if (!copy) {
+        resolve.push_back(i);
+        continue;
+      }
+      outcomes_[i] = std::move(*copy);
+      sources_[i] = Source::Duplicate;
+      announce(i);
+    }
+    parallel_for(options_.jobs, resolve.size(), [&](size_t r) { decide_safely(resolve[r]); });
+    combine(outcomes_, sources_, report);
+  }
+
+ private:
+  // An exception must not escape a solver thread (that would end the
+  // process, a daemon included): it becomes the stage's internal error.
+  void decide_safely(size_t i) {
+    try {
+      decide(i);
+    } catch (const std::exception& e) {
+      StageOutcome o;
+      o.status = StageStatus::InternalError;
+      o.error = "stage " + std::to_string(stages_[i].id) + ": " + e.what();
+      record(i, std::move(o), Source::Solved);
+    }
+  }
+
+  // Takes the stage's outcome from the store, or solves it (and keeps it).
+  void decide(size_t i) {
+    StageVerdictStore* store = options_.store;
+    if (store == nullptr) {
+      StageOutcome o = solve(i);
+      // Duplicates of a refuted stage take its findings by position.
+      if (o.status == StageStatus::Refuted) shared_[i] = encode_outcome(stages_[i], o);
+      record(i, std::move(o), Source::Solved);
+      return;
+    }
+    if (std::optional<std::string> stored = store->lookup(ids_[i])) {
+      if (std::optional<StageOutcome> o = decode_outcome(stages_[i], *stored)) {
+        shared_[i] = std::move(stored);
+        record(i, std::move(*o), Source::Stored);
+        return;
+      }
+      // Undecodable (an engine bug): solve, but leave the store alone.
+      record(i, solve(i), Source::Solved);
+      return;
+    }
+    // After a miss the store is owed exactly one finish(), even on a throw.
+    std::optional<std::string> encoded;
+    double seconds = 0;
+    struct Finish {
+      StageVerdictStore* store;
+      const StageIdentity& id;
+      std::optional<std::string>& encoded;
+      double& seconds;
+      ~Finish() { store->finish(id, encoded, seconds); }
+    } finish{store, ids_[i], encoded, seconds};
+    StageOutcome o = solve(i);
+    encoded = encode_outcome(stages_[i], o);
+    seconds = o.seconds;
+    shared_[i] = encoded;
+    record(i, std::move(o), Source::Solved);
+  }
+
+  StageOutcome solve(size_t i) {
+    struct Solving {
+      std::atomic<int64_t>& count;
+      explicit Solving(std::atomic<int64_t>& c) : count(c) { ++count; }
+      ~Solving() { --count; }
+    } solving(solving_);
+    auto prove = [&] { return prove_stage(stages_[i], prover_); };
+    return options_.executor ? options_.executor(prove) : prove();
+  }
+
+  void record(size_t i, StageOutcome o, Source source) {
+    outcomes_[i] = std::move(o);
+    sources_[i] = source;
+    announce(i);
+  }
+
+  void announce(size_t i) {
+    std::lock_guard<std::mutex> lock(progress_mutex_);
+    ++done_;
+    if (sources_[i] == Source::Stored) ++cached_;
+    if (!options_.progress) return;
+    VerifyProgress p;
+    p.done = done_;
+    p.total = static_cast<int64_t>(stages_.size());
+    p.cached = cached_;
+    p.solving = solving_;
+    p.stage = "stage " + std::to_string(stages_[i].id) + ": " + stages_[i].title;
+    p.status = status_name(outcomes_[i].status);
+    p.source = source_name(sources_[i]);
+    options_.progress(p);
+  }
+
+  std::vector<Stage>& stages_;
+  const VerifyOptions& options_;
+  ProverOptions prover_;
+  std::vector<StageIdentity> ids_;
+  std::vector<StageOutcome> outcomes_;
+  std::vector<Source> sources_;
+  // Encoded outcome of a distinct stage, for its duplicates.
+  std::vector<std::optional<std::string>> shared_;
+  std::atomic<int64_t> solving_{0};
+  std::mutex progress_mutex_;
+  int64_t done_ = 0, cached_ = 0;
+};
+
 }  // namespace
 
 Report verify_plan(const Plan& plan, const VerifyOptions& options) {
@@ -87,54 +274,7 @@ Report verify_plan(const Plan& plan, const VerifyOptions& options) {
   try {
     std::vector<Stage> stages = build_stages(plan);
     report.stats.stages = static_cast<int64_t>(stages.size());
-    std::vector<StageOutcome> outcomes(stages.size());
-    std::vector<std::string> keys(stages.size());
-    ProverOptions prover{options.rlimit, options.max_stage_elements, options.timeout_ms,
-                         options.test_trials};
-    std::atomic<int64_t> done{0};
-    std::mutex progress_mutex;
-    auto report_progress = [&] {
-      int64_t finished = ++done;
-      if (!options.progress) return;
-      std::lock_guard<std::mutex> lock(progress_mutex);
-      options.progress(finished, static_cast<int64_t>(stages.size()));
-    };
-    // Phase 1: reduce and key every stage.
-    parallel_for(options.jobs, stages.size(), [&](size_t i) {
-      if (options.reduce_shapes) reduce_stage(stages[i]);
-      keys[i] = stage_key(stages[i]);
-    });
-    // Phase 2: solve one stage per distinct key (identical layers once).
-    std::map<std::string, size_t> first_with_key;
-    std::vector<size_t> unique, duplicates;
-    for (size_t i = 0; i < stages.size(); ++i) {
-      if (first_with_key.emplace(keys[i], i).second)
-        unique.push_back(i);
-      else
-        duplicates.push_back(i);
-    }
-    report.stats.unique_stages = static_cast<int64_t>(unique.size());
-    parallel_for(options.jobs, unique.size(), [&](size_t u) {
-      outcomes[unique[u]] = prove_stage(stages[unique[u]], prover);
-      report_progress();
-    });
-    // Phase 3: a duplicate of a proven stage is proven; any other duplicate
-    // is solved on its own so its findings name its own tensors.
-    std::vector<size_t> resolve;
-    for (size_t i : duplicates) {
-      const StageOutcome& first = outcomes[first_with_key[keys[i]]];
-      if (first.status == StageStatus::Proven) {
-        outcomes[i].status = StageStatus::Proven;
-        report_progress();
-      } else {
-        resolve.push_back(i);
-      }
-    }
-    parallel_for(options.jobs, resolve.size(), [&](size_t r) {
-      outcomes[resolve[r]] = prove_stage(stages[resolve[r]], prover);
-      report_progress();
-    });
-    combine(outcomes, report);
+    StageRun(stages, options).run(report);
   } catch (const std::exception& e) {
     report.verdict = Verdict::InternalError;
     report.error = e.what();

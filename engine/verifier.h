@@ -8,8 +8,20 @@
 
 #include "engine/ir.h"
 #include "engine/report.h"
+#include "engine/stage_store.h"
 
 namespace shardproof {
+
+// One stage decided, for progress displays and the daemon's progress events.
+struct VerifyProgress {
+  int64_t done = 0;         // stages decided so far
+  int64_t total = 0;        // stages in the plan
+  int64_t cached = 0;       // of those, taken from the store
+  int64_t solving = 0;      // stages being solved right now
+  std::string stage;        // the stage just decided, e.g. "stage 3: out[0:8, 0:16]"
+  const char* status = "";  // "proven", "refuted", "unknown", "error"
+  const char* source = "";  // "solved", "cache" (the store) or "duplicate" (an identical stage)
+};
 
 struct VerifyOptions {
   int jobs = 0;                          // solver threads; 0 = all cores
@@ -20,8 +32,13 @@ struct VerifyOptions {
   // every nonlinear search step against rlimit. Hitting it gives unknown.
   unsigned timeout_ms = 60'000;
   int test_trials = 3;  // random concrete trials per stage before the solver
-  // Called after each stage is decided: (done, total). May be empty.
-  std::function<void(int64_t, int64_t)> progress;
+  // Called after each stage is decided, one call at a time. May be empty.
+  std::function<void(const VerifyProgress&)> progress;
+  // Where definite stage verdicts are looked up and kept (null: nowhere).
+  // Outcomes taken from it count as `cached` in the stats, never as solved.
+  StageVerdictStore* store = nullptr;
+  // Where proofs run (empty: on the verifier's own threads).
+  SolveExecutor executor;
 };
 
 // Reads, validates and verifies a plan file. Never throws: I/O problems are

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/isolated_env.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -76,6 +78,7 @@ class CliTest : public ::testing::Test {
     return r;
   }
 
+  shardproof::testing::IsolatedEnv env_;  // own cache and daemon, stopped at the end
   fs::path dir_;
 };
 

@@ -1,0 +1,127 @@
+#include "cache/cached_verify.h"
+
+#include <xxhash.h>
+#include <z3.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "cache/report_codec.h"
+#include "engine/canonical.h"
+#include "engine/op_registry.h"
+#include "engine/outcome_codec.h"
+#include "engine/plan_parser.h"
+
+namespace shardproof::cache {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr XXH64_hash_t kDigestSeed = 0x506c616e44696700ull;  // "PlanDig"
+
+std::string hex128(XXH128_hash_t h) {
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return hex;
+}
+
+// Only answers that no limit or machine could change are kept.
+bool is_definite(const Report& r) {
+  if (r.verdict == Verdict::Equivalent) return true;
+  if (r.verdict != Verdict::NotEquivalent) return false;
+  for (const Finding& f : r.findings)
+    if (f.kind == "unknown") return false;
+  return true;
+}
+
+void keep_report(VerdictCache& cache, const PlanIdentity& id, const Report& report) {
+  nlohmann::json j = report_to_json(report);
+  j["plan"] = "";  // the path belongs to the request, not to the text
+  cache.put(EntryKind::Plan, id.key, id.digest,
+            j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), report.stats.seconds);
+}
+
+}  // namespace
+
+PlanIdentity plan_identity(const std::string& text) {
+  unsigned major, minor, build, revision;
+  Z3_get_version(&major, &minor, &build, &revision);
+  std::string versions = "shardproof-plan|engine=" + std::to_string(kEngineVersion) +
+                         "|semantics=" + std::to_string(OpRegistry::kSemanticsVersion) +
+                         "|codec=" + std::to_string(kOutcomeCodecVersion) +
+                         "|z3=" + std::to_string(major) + "." + std::to_string(minor) + "." +
+                         std::to_string(build) + "." + std::to_string(revision) + "|";
+  // Streamed: a large plan's text is not copied to be hashed.
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_128bits_reset(state);
+  XXH3_128bits_update(state, versions.data(), versions.size());
+  XXH3_128bits_update(state, text.data(), text.size());
+  PlanIdentity id{hex128(XXH3_128bits_digest(state)),
+                  hex128(XXH3_128bits_withSeed(text.data(), text.size(), kDigestSeed))};
+  XXH3_freeState(state);
+  return id;
+}
+
+std::optional<Report> stored_plan_report(VerdictCache& cache, const PlanIdentity& id,
+                                         const std::string& path, const VerifyOptions& options) {
+  auto start = Clock::now();
+  std::optional<std::string> payload = cache.get(EntryKind::Plan, id.key, id.digest);
+  if (!payload) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(*payload, nullptr, false);
+  std::optional<Report> hit = j.is_discarded() ? std::nullopt : report_from_json(j);
+  if (!hit) return std::nullopt;
+  hit->plan_path = path;
+  hit->stats.solved = 0;
+  hit->stats.cached = hit->stats.unique_stages;
+  hit->stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (options.progress) {
+    VerifyProgress p;
+    p.done = p.total = hit->stats.stages;
+    p.cached = hit->stats.cached;
+    p.stage = "the whole plan";
+    p.status = hit->verdict == Verdict::Equivalent ? "proven" : "refuted";
+    p.source = "cache";
+    options.progress(p);
+  }
+  return hit;
+}
+
+Report verify_text(const std::string& path, const std::string& text, const VerifyOptions& options,
+                   const std::string& base_dir) {
+  ParseResult parsed = parse_plan_text(text, path, base_dir);
+  Report report;
+  if (parsed.plan) {
+    report = verify_plan(*parsed.plan, options);
+  } else if (parsed.error) {
+    report.verdict = Verdict::Invalid;
+    report.invalid = parsed.error;
+  } else {
+    report.verdict = Verdict::InternalError;
+    report.error = parsed.io_error.empty() ? "the plan could not be read" : parsed.io_error;
+  }
+  report.plan_path = path;
+  return report;
+}
+
+Report verify_with_cache(const std::string& path, const std::string& text,
+                         const VerifyOptions& options, VerdictCache* cache,
+                         const AdmitPlan& admit) {
+  PlanIdentity id;
+  if (cache) {
+    id = plan_identity(text);
+    if (std::optional<Report> hit = stored_plan_report(*cache, id, path, options)) return *hit;
+  }
+  if (admit && !admit()) {
+    Report refused;
+    refused.plan_path = path;
+    refused.verdict = Verdict::InternalError;
+    refused.error = "the plan was not admitted for verification";
+    return refused;
+  }
+  Report report = verify_text(path, text, options);
+  if (cache && is_definite(report)) keep_report(*cache, id, report);
+  return report;
+}
+
+}  // namespace shardproof::cache

@@ -1,0 +1,74 @@
+#include "cache/report_codec.h"
+
+namespace shardproof {
+namespace {
+
+using nlohmann::json;
+
+std::optional<Verdict> verdict_from_name(const std::string& name) {
+  for (Verdict v : {Verdict::Equivalent, Verdict::NotEquivalent, Verdict::Invalid, Verdict::Unknown,
+                    Verdict::InternalError})
+    if (name == verdict_name(v)) return v;
+  return std::nullopt;
+}
+
+Finding finding_from_json(const json& j) {
+  Finding f;
+  f.kind = j.at("kind").get<std::string>();
+  f.stage = j.at("stage").get<std::string>();
+  f.tensor = j.at("tensor").get<std::string>();
+  f.parallel_tensors = j.at("parallel_tensors").get<std::vector<std::string>>();
+  f.elements = j.at("elements").get<std::vector<std::vector<int64_t>>>();
+  f.ops = j.at("ops").get<std::vector<std::string>>();
+  f.counterexample = j.at("counterexample");
+  f.message = j.at("message").get<std::string>();
+  return f;
+}
+
+Stats stats_from_json(const json& j) {
+  Stats s;
+  s.stages = j.at("stages").get<int64_t>();
+  s.unique_stages = j.at("unique_stages").get<int64_t>();
+  s.solved = j.at("solved").get<int64_t>();
+  s.cached = j.value("cached", int64_t{0});
+  s.proven_trivially = j.at("proven_trivially").get<int64_t>();
+  s.logical_ops = j.at("logical_ops").get<int64_t>();
+  s.parallel_ops = j.at("parallel_ops").get<int64_t>();
+  s.seconds = j.at("seconds").get<double>();
+  return s;
+}
+
+}  // namespace
+
+std::optional<Report> report_from_json(const json& j) {
+  try {
+    Report r;
+    std::optional<Verdict> verdict = verdict_from_name(j.at("verdict").get<std::string>());
+    if (!verdict) return std::nullopt;
+    r.verdict = *verdict;
+    r.plan_path = j.at("plan").get<std::string>();
+    r.plan_name = j.at("name").get<std::string>();
+    r.meta = j.at("meta");
+    for (const json& f : j.at("findings")) r.findings.push_back(finding_from_json(f));
+    r.stats = stats_from_json(j.at("stats"));
+    if (r.verdict == Verdict::Invalid) {
+      const json& e = j.at("error");
+      Diagnostic d{e.at("rule").get<std::string>(),    e.at("file").get<std::string>(),
+                   e.at("pointer").get<std::string>(), e.at("line").get<int>(),
+                   e.at("column").get<int>(),          e.at("message").get<std::string>()};
+      // report_to_json writes an engine slip (Invalid without a diagnostic)
+      // with an empty rule: keep it a plain error so it renders the same.
+      if (d.rule.empty() && d.pointer.empty() && d.line == 0)
+        r.error = d.message;
+      else
+        r.invalid = d;
+    } else if (r.verdict == Verdict::InternalError) {
+      r.error = j.at("error").at("message").get<std::string>();
+    }
+    return r;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace shardproof

@@ -1,0 +1,92 @@
+// `shardproof cache stats|gc|clear`: the verdict cache, opened in this
+// process (safe while a daemon uses it: LMDB locks across processes).
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/units.h"
+#include "cli/commands.h"
+#include "cli/local_cache.h"
+
+namespace shardproof::cli {
+namespace {
+
+int fail(const std::string& message, int code = kExitInternal) {
+  std::cerr << "shardproof cache: " << message << "\n";
+  return code;
+}
+
+int stats(cache::VerdictCache& c, const CacheArgs& args) {
+  cache::CacheStats s;
+  if (Status st = c.stats(&s); !st.ok()) return fail(st.message());
+  if (args.format == "json") {
+    nlohmann::ordered_json out = {{"path", s.path},
+                                  {"entries", s.entries()},
+                                  {"stage_entries", s.stage_entries},
+                                  {"plan_entries", s.plan_entries},
+                                  {"bytes", s.bytes},
+                                  {"file_bytes", s.file_bytes},
+                                  {"max_bytes", s.max_bytes},
+                                  {"hits", s.hits},
+                                  {"misses", s.misses},
+                                  {"hit_rate", s.hit_rate()}};
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  char rate[16];
+  std::snprintf(rate, sizeof rate, "%.1f%%", 100 * s.hit_rate());
+  std::cout << "cache: " << s.path << "\n"
+            << "entries: " << s.entries() << " (" << s.stage_entries << " stages, "
+            << s.plan_entries << " plans)\n"
+            << "size: " << cache::format_bytes(s.bytes) << " of "
+            << cache::format_bytes(s.max_bytes) << " (file " << cache::format_bytes(s.file_bytes)
+            << ")\n"
+            << "lookups: " << s.hits << " hits, " << s.misses << " misses (hit rate " << rate
+            << ")\n";
+  return kExitOk;
+}
+
+int gc(cache::VerdictCache& c, const CacheArgs& args) {
+  std::optional<uint64_t> max_size = c.max_bytes();
+  if (!args.max_size.empty() && !(max_size = cache::parse_size(args.max_size)))
+    return fail("--max-size: expected a size such as 512M or 2G", kExitUsage);
+  std::optional<int64_t> max_age;
+  if (!args.max_age.empty() && !(max_age = cache::parse_duration_seconds(args.max_age)))
+    return fail("--max-age: expected a duration such as 12h or 30d", kExitUsage);
+  cache::GcResult r;
+  if (Status st = c.gc(max_size, max_age, &r); !st.ok()) return fail(st.message());
+  std::cout << "removed " << r.removed << " entries (" << cache::format_bytes(r.removed_bytes)
+            << "), kept " << r.kept << " (" << cache::format_bytes(r.kept_bytes) << ")\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+CLI::App* add_cache_command(CLI::App& app, CacheArgs& args) {
+  CLI::App* cmd = app.add_subcommand("cache", "Inspect or trim the cache of proven stages");
+  cmd->add_option("action", args.action, "stats, gc or clear")
+      ->required()
+      ->check(CLI::IsMember({"stats", "gc", "clear"}));
+  cmd->add_option("--format", args.format, "stats: output format")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--max-size", args.max_size,
+                  "gc: evict the least recently used entries down to this size (default: the "
+                  "cap, $SHARDPROOF_CACHE_MAX_SIZE or 1G)");
+  cmd->add_option("--max-age", args.max_age, "gc: remove entries unused for this long (e.g. 30d)");
+  return cmd;
+}
+
+int run_cache_command(const CacheArgs& args) {
+  Status status;
+  std::unique_ptr<cache::VerdictCache> c = open_local_cache(&status);
+  if (!c) return fail(status.message());
+  if (args.action == "stats") return stats(*c, args);
+  if (args.action == "gc") return gc(*c, args);
+  if (Status st = c->clear(); !st.ok()) return fail(st.message());
+  std::cout << "cleared " << c->path() << "\n";
+  return kExitOk;
+}
+
+}  // namespace shardproof::cli

@@ -1,0 +1,145 @@
+// `shardproof daemon start|stop|status|restart|run`: the background
+// verifier that keeps solver threads and the cache warm between runs.
+#include <cstdlib>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/cache_location.h"
+#include "cache/units.h"
+#include "cli/commands.h"
+#include "daemon/client.h"
+#include "daemon/launcher.h"
+#include "daemon/server.h"
+#include "daemon/state_dir.h"
+
+namespace shardproof::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kDefaultIdleTimeout = 3600;
+
+int idle_timeout(const DaemonArgs& args) {
+  if (args.idle_timeout >= 0) return args.idle_timeout;
+  if (const char* env = std::getenv("SHARDPROOF_DAEMON_IDLE_TIMEOUT")) {
+    if (auto seconds = cache::parse_duration_seconds(env)) return static_cast<int>(*seconds);
+  }
+  return kDefaultIdleTimeout;
+}
+
+// What `start` passes on to the `run` it launches.
+std::vector<std::string> run_args(const DaemonArgs& args) {
+  std::vector<std::string> out;
+  if (args.jobs > 0) out.insert(out.end(), {"--jobs", std::to_string(args.jobs)});
+  if (args.idle_timeout >= 0)
+    out.insert(out.end(), {"--idle-timeout", std::to_string(args.idle_timeout)});
+  if (!args.max_frame.empty()) out.insert(out.end(), {"--max-frame", args.max_frame});
+  return out;
+}
+
+int fail(const std::string& message, int code = kExitInternal) {
+  std::cerr << "shardproof daemon: " << message << "\n";
+  return code;
+}
+
+int run(const DaemonArgs& args, const daemon::DaemonPaths& paths) {
+  daemon::DaemonConfig config;
+  config.paths = paths;
+  config.cache_dir = paths.cache_dir;
+  config.cache_max_bytes = cache::default_max_bytes();
+  config.jobs = args.jobs;
+  config.idle_timeout_seconds = idle_timeout(args);
+  if (!args.max_frame.empty()) {
+    std::optional<uint64_t> limit = cache::parse_size(args.max_frame);
+    if (!limit || *limit < 1024)
+      return fail("--max-frame: expected a size of at least 1K", kExitUsage);
+    config.frame_limit = *limit;
+  }
+  return daemon::run_daemon(config);
+}
+
+int start(const DaemonArgs& args, const daemon::DaemonPaths& paths) {
+  Status status;
+  if (auto client = daemon::DaemonClient::connect(paths.socket, &status)) {
+    std::cout << "already running (pid " << client->hello().value("pid", 0) << ")\n";
+    return kExitOk;
+  }
+  if (Status s = daemon::start_daemon(paths, run_args(args)); !s.ok()) return fail(s.message());
+  auto client = daemon::DaemonClient::connect(paths.socket, &status);
+  std::cout << "started (pid " << (client ? client->hello().value("pid", 0) : 0) << ", socket "
+            << paths.socket << ")\n";
+  return kExitOk;
+}
+
+int stop(const daemon::DaemonPaths& paths) {
+  bool was_running = false;
+  if (Status s = daemon::stop_daemon(paths, &was_running); !s.ok()) return fail(s.message());
+  std::cout << (was_running ? "stopped" : "not running") << "\n";
+  return kExitOk;
+}
+
+int status(const DaemonArgs& args, const daemon::DaemonPaths& paths) {
+  Status why;
+  auto client = daemon::DaemonClient::connect(paths.socket, &why);
+  json answer;
+  if (client) why = client->call({{"type", "status"}}, nullptr, &answer);
+  bool running = client && why.ok() && answer.value("type", std::string()) == "result";
+  if (args.format == "json") {
+    json out = running ? answer["result"] : json{{"socket", paths.socket}};
+    out["running"] = running;
+    std::cout << out.dump(2) << "\n";
+  } else if (!running) {
+    std::cout << "not running (socket " << paths.socket << ")\n";
+  } else {
+    const json& s = answer["result"];
+    std::cout << "running: pid " << s.value("pid", 0) << ", up "
+              << static_cast<int64_t>(s.value("uptime_seconds", 0.0)) << " s\n"
+              << "socket: " << s.value("socket", std::string()) << "\n"
+              << "build: " << s.value("build", std::string()) << "\n"
+              << "cache: " << (s["cache"].is_string() ? s["cache"].get<std::string>() : "none")
+              << "\n"
+              << "requests: " << s.value("verifies", 0) << " verified, "
+              << s.value("active_requests", 0)
+              << " running; connections: " << s.value("connections", 0) << "\n"
+              << "solver: " << s.value("jobs", 0) << " workers, " << s.value("busy_workers", 0)
+              << " busy; " << s.value("stages_in_flight", 0) << " stages in flight, "
+              << s.value("stages_joined", 0) << " joined\n";
+  }
+  return running ? kExitOk : 1;
+}
+
+}  // namespace
+
+CLI::App* add_daemon_command(CLI::App& app, DaemonArgs& args) {
+  CLI::App* cmd = app.add_subcommand(
+      "daemon", "Run the verifier in the background, keeping solver threads and the cache warm");
+  cmd->add_option("action", args.action, "start, stop, status, restart, or run (foreground)")
+      ->required()
+      ->check(CLI::IsMember({"start", "stop", "status", "restart", "run"}));
+  cmd->add_option("--jobs,-j", args.jobs, "Solver threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--idle-timeout", args.idle_timeout,
+                  "Exit after this many seconds without requests (0: never; default "
+                  "$SHARDPROOF_DAEMON_IDLE_TIMEOUT or 3600)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-frame", args.max_frame, "Largest request frame accepted (default 256M)");
+  cmd->add_option("--format", args.format, "status: output format")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  return cmd;
+}
+
+int run_daemon_command(const DaemonArgs& args) {
+  daemon::DaemonPaths paths;
+  if (Status s = daemon::daemon_paths(cache::default_cache_dir(), &paths); !s.ok())
+    return fail(s.message());
+  if (args.action == "run") return run(args, paths);
+  if (args.action == "start") return start(args, paths);
+  if (args.action == "stop") return stop(paths);
+  if (args.action == "status") return status(args, paths);
+  if (int code = stop(paths); code != kExitOk) return code;  // restart
+  return start(args, paths);
+}
+
+}  // namespace shardproof::cli

@@ -1,0 +1,14 @@
+// The verdict cache as the CLI opens it in its own process (verify
+// --no-daemon, the cache command): the default location and size cap.
+#pragma once
+
+#include <memory>
+
+#include "cache/status.h"
+#include "cache/verdict_cache.h"
+
+namespace shardproof::cli {
+
+std::unique_ptr<cache::VerdictCache> open_local_cache(Status* status);
+
+}  // namespace shardproof::cli

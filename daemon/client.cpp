@@ -1,0 +1,133 @@
+#include "daemon/client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "daemon/build_id.h"
+#include "daemon/protocol.h"
+
+namespace shardproof::daemon {
+
+using nlohmann::json;
+
+namespace {
+
+// Answers are bounded by the plan's findings; this only stops runaway input.
+constexpr size_t kMaxAnswerFrame = 4 * kDefaultFrameLimit;
+
+std::string describe_error(const json& m) {
+  return m.value("code", std::string("error")) + ": " + m.value("message", std::string());
+}
+
+}  // namespace
+
+std::unique_ptr<DaemonClient> DaemonClient::connect(const std::string& socket_path, Status* status,
+                                                    int timeout_ms) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof addr.sun_path) {
+    *status = Status::error("socket path too long: " + socket_path);
+    return nullptr;
+  }
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    *status = Status::error("no daemon answers on " + socket_path + ": " + std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    return nullptr;
+  }
+  std::unique_ptr<DaemonClient> client(new DaemonClient(fd));
+  if (Status s = client->send_all(to_frame(hello_message(build_id()))); !s.ok()) {
+    *status = s;
+    return nullptr;
+  }
+  std::string line;
+  if (Status s = client->read_line(&line, timeout_ms); !s.ok()) {
+    *status = Status::error("the daemon did not answer hello: " + s.message());
+    return nullptr;
+  }
+  json hello = json::parse(line, nullptr, false);
+  if (hello.is_discarded() || !hello.is_object() || hello.value("type", std::string()) != "hello") {
+    *status = Status::error("the daemon refused hello: " +
+                            (hello.is_object() ? describe_error(hello) : line.substr(0, 200)));
+    return nullptr;
+  }
+  if (hello.value("protocol", 0) != kProtocolVersion ||
+      hello.value("build", std::string()) != build_id()) {
+    *status = Status::error("a daemon of another build answers on " + socket_path);
+    return nullptr;
+  }
+  client->hello_ = hello;
+  return client;
+}
+
+DaemonClient::~DaemonClient() {
+  ::close(fd_);
+}
+
+Status DaemonClient::send_all(const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    ssize_t n = ::send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return Status::error(std::string("cannot write to the daemon: ") + std::strerror(errno));
+    sent += static_cast<size_t>(n);
+  }
+  return Status();
+}
+
+Status DaemonClient::read_line(std::string* line, int timeout_ms) {
+  for (;;) {
+    size_t newline = buffer_.find('\n');
+    if (newline != std::string::npos) {
+      *line = buffer_.substr(0, newline);
+      buffer_.erase(0, newline + 1);
+      return Status();
+    }
+    if (buffer_.size() > kMaxAnswerFrame)
+      return Status::error("the daemon sent an oversized frame");
+    pollfd p{fd_, POLLIN, 0};
+    int ready = poll(&p, 1, timeout_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) return Status::error("timed out");
+    char chunk[64 * 1024];
+    ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::error("the daemon closed the connection");
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+Status DaemonClient::call(json request, const std::function<void(const json&)>& on_progress,
+                          json* final) {
+  json id = next_id_++;
+  request["id"] = id;
+  if (Status s = send_all(to_frame(request)); !s.ok()) return s;
+  for (;;) {
+    std::string line;
+    if (Status s = read_line(&line, -1); !s.ok()) return s;
+    json m = json::parse(line, nullptr, false);
+    if (m.is_discarded() || !m.is_object())
+      return Status::error("the daemon sent a malformed frame");
+    std::string type = m.value("type", std::string());
+    if (m.value("id", json()) != id) {
+      // An error without our id ends the connection (say, a frame it refused).
+      if (type == "error") return Status::error("the daemon refused: " + describe_error(m));
+      continue;
+    }
+    if (type == "progress") {
+      if (on_progress) on_progress(m);
+      continue;
+    }
+    *final = std::move(m);
+    return Status();
+  }
+}
+
+}  // namespace shardproof::daemon

@@ -1,0 +1,28 @@
+// How a daemon runs: where it listens, which cache it serves, its solver
+// threads and the limits that protect it from broken or hostile clients.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "daemon/protocol.h"
+#include "daemon/state_dir.h"
+
+namespace shardproof::daemon {
+
+struct DaemonConfig {
+  DaemonPaths paths;
+  std::string cache_dir;            // empty: run without a cache
+  uint64_t cache_max_bytes = 0;     // 0: the cache's default
+  int jobs = 0;                     // solver threads; 0: one per core
+  int idle_timeout_seconds = 3600;  // exit after this long without requests; 0: never
+  uint64_t frame_limit = kDefaultFrameLimit;
+  int max_active_requests = 16;  // verify/stats requests running at once
+  int max_connections = 256;
+  // A client that starts a frame and does not finish it within this time is dropped.
+  int partial_frame_timeout_seconds = 30;
+  // On shutdown, running requests get this long to finish.
+  int shutdown_grace_seconds = 2;
+};
+
+}  // namespace shardproof::daemon

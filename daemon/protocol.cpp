@@ -1,0 +1,94 @@
+#include "daemon/protocol.h"
+
+namespace shardproof::daemon {
+
+using nlohmann::json;
+
+std::string to_frame(const json& message) {
+  return message.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+json hello_message(const std::string& build_id) {
+  return {{"type", "hello"}, {"protocol", kProtocolVersion}, {"build", build_id}};
+}
+
+json error_message(const json& id, const std::string& code, const std::string& message) {
+  return {{"type", "error"}, {"id", id}, {"code", code}, {"message", message}};
+}
+
+json result_message(const json& id, json result) {
+  return {{"type", "result"}, {"id", id}, {"result", std::move(result)}};
+}
+
+json progress_message(const json& id, const VerifyProgress& p) {
+  return {{"type", "progress"}, {"id", id},           {"stage", p.stage},
+          {"status", p.status}, {"source", p.source}, {"done", p.done},
+          {"total", p.total},   {"cached", p.cached}, {"solving", p.solving}};
+}
+
+json verify_request_message(const json& id, const VerifyRequest& r) {
+  json plan = {{"path", r.path}};
+  if (r.key.empty())
+    plan["text"] = r.text;
+  else
+    plan.update({{"key", r.key}, {"digest", r.digest}});
+  return {
+      {"type", "verify"},
+      {"id", id},
+      {"plan", std::move(plan)},
+      {"options", {{"rlimit", r.rlimit}, {"timeout_ms", r.timeout_ms}, {"progress", r.progress}}}};
+}
+
+std::optional<VerifyRequest> parse_verify_request(const json& m, std::string* why) {
+  VerifyRequest r;
+  const json* plan = m.contains("plan") ? &m["plan"] : nullptr;
+  auto is_string = [&](const char* key) { return plan->contains(key) && (*plan)[key].is_string(); };
+  if (plan && plan->is_object() && is_string("text")) {
+    r.text = (*plan)["text"].get<std::string>();
+  } else if (plan && plan->is_object() && is_string("key") && is_string("digest")) {
+    r.key = (*plan)["key"].get<std::string>();
+    r.digest = (*plan)["digest"].get<std::string>();
+  } else {
+    *why =
+        "verify needs \"plan\": {\"path\": string, \"text\": string} (or \"key\" and "
+        "\"digest\" instead of \"text\")";
+    return std::nullopt;
+  }
+  if (plan->contains("path")) {
+    if (!(*plan)["path"].is_string()) {
+      *why = "plan.path must be a string";
+      return std::nullopt;
+    }
+    r.path = (*plan)["path"].get<std::string>();
+  }
+  if (!m.contains("options")) return r;
+  const json& o = m["options"];
+  if (!o.is_object()) {
+    *why = "options must be an object";
+    return std::nullopt;
+  }
+  if (o.contains("rlimit")) {
+    if (!o["rlimit"].is_number_unsigned()) {
+      *why = "options.rlimit must be a non-negative integer";
+      return std::nullopt;
+    }
+    r.rlimit = o["rlimit"].get<uint64_t>();
+  }
+  if (o.contains("timeout_ms")) {
+    if (!o["timeout_ms"].is_number_unsigned() || o["timeout_ms"].get<uint64_t>() > UINT32_MAX) {
+      *why = "options.timeout_ms must be a non-negative integer";
+      return std::nullopt;
+    }
+    r.timeout_ms = o["timeout_ms"].get<unsigned>();
+  }
+  if (o.contains("progress")) {
+    if (!o["progress"].is_boolean()) {
+      *why = "options.progress must be a boolean";
+      return std::nullopt;
+    }
+    r.progress = o["progress"].get<bool>();
+  }
+  return r;
+}
+
+}  // namespace shardproof::daemon

@@ -1,0 +1,479 @@
+#include "daemon/server.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "daemon/build_id.h"
+#include "daemon/line_splitter.h"
+#include "daemon/pid_lock.h"
+#include "daemon/protocol.h"
+#include "daemon/service.h"
+
+namespace shardproof::daemon {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// A client that sends this many malformed frames in a row is dropped.
+constexpr int kMaxBadFrames = 16;
+
+void log(const std::string& message) {
+  std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  std::cerr << stamp << " shardproof daemon[" << getpid() << "]: " << message << std::endl;
+}
+
+struct Connection {
+  Connection(uint64_t id, size_t frame_limit) : id(id), splitter(frame_limit) {}
+  uint64_t id;
+  uv_pipe_t pipe;
+  LineSplitter splitter;
+  bool greeted = false;
+  bool closing = false;
+  int bad_frames = 0;
+  Clock::time_point partial_since;  // when the unfinished frame began
+};
+
+struct WriteRequest {
+  uv_write_t req;
+  std::string data;
+  uint64_t connection;
+  bool close_after;
+};
+
+// A message from a request thread, delivered on the loop thread.
+struct Outgoing {
+  uint64_t connection;
+  std::string frame;
+  bool final;
+};
+
+class Server {
+ public:
+  Server(const DaemonConfig& config, Service& service) : config_(config), service_(service) {}
+
+  int run() {
+    uv_loop_init(&loop_);
+    loop_.data = this;
+    uv_pipe_init(&loop_, &listener_, 0);
+    listener_.data = this;
+    // We hold the pid lock: a socket file still there is a dead daemon's.
+    unlink(config_.paths.socket.c_str());
+    int rc = uv_pipe_bind(&listener_, config_.paths.socket.c_str());
+    if (rc == 0) chmod(config_.paths.socket.c_str(), 0600);
+    if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 128, on_connection);
+    if (rc != 0) {
+      log("cannot listen on " + config_.paths.socket + ": " + uv_strerror(rc));
+      uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+      uv_run(&loop_, UV_RUN_DEFAULT);
+      uv_loop_close(&loop_);
+      return kDaemonExitError;
+    }
+    uv_async_init(&loop_, &wake_, on_wake);
+    wake_.data = this;
+    uv_timer_init(&loop_, &tick_);
+    tick_.data = this;
+    uv_timer_start(&tick_, on_tick, 1000, 1000);
+    for (int i = 0; i < 3; ++i) {
+      static const int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+      uv_signal_init(&loop_, &signals_[i]);
+      signals_[i].data = this;
+      uv_signal_start(&signals_[i], on_signal, kSignals[i]);
+    }
+    last_activity_ = Clock::now();
+    log("listening on " + config_.paths.socket + " (build " + build_id() + ")");
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    uv_loop_close(&loop_);
+    return kDaemonExitOk;
+  }
+
+  // No request thread runs any more: the service may be destroyed.
+  bool quiescent() const { return threads_ == 0; }
+
+ private:
+  static Server& of(void* data) { return *static_cast<Server*>(data); }
+  static Server& of_loop(uv_handle_t* handle) { return of(handle->loop->data); }
+  static Connection& connection(uv_handle_t* handle) {
+    return *static_cast<Connection*>(handle->data);
+  }
+
+  // ---- connections ----
+
+  static void on_connection(uv_stream_t* listener, int status) {
+    Server& s = of(listener->data);
+    if (status < 0) return;
+    auto owned = std::make_unique<Connection>(s.next_id_++, s.config_.frame_limit);
+    Connection& conn = *owned;
+    uv_pipe_init(&s.loop_, &conn.pipe, 0);
+    conn.pipe.data = &conn;
+    s.connections_[conn.id] = std::move(owned);
+    if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(&conn.pipe)) != 0) {
+      s.close(conn);
+      return;
+    }
+    s.last_activity_ = Clock::now();
+    if (s.stopping_ || static_cast<int>(s.connections_.size()) > s.config_.max_connections) {
+      s.send(conn,
+             error_message(nullptr, s.stopping_ ? "shutting-down" : "too-many-connections",
+                           "the daemon cannot take this connection"),
+             true);
+      return;
+    }
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&conn.pipe), on_alloc, on_read);
+  }
+
+  Connection* find(uint64_t id) {
+    auto it = connections_.find(id);
+    return it == connections_.end() || it->second->closing ? nullptr : it->second.get();
+  }
+
+  void close(Connection& conn) {
+    if (conn.closing) return;
+    conn.closing = true;
+    uv_close(reinterpret_cast<uv_handle_t*>(&conn.pipe), [](uv_handle_t* handle) {
+      of_loop(handle).connections_.erase(connection(handle).id);
+    });
+  }
+
+  static void on_alloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
+    Server& s = of_loop(handle);
+    *buf = uv_buf_init(s.read_buffer_, sizeof s.read_buffer_);
+  }
+
+  static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+    Server& s = of_loop(reinterpret_cast<uv_handle_t*>(stream));
+    Connection* conn = &connection(reinterpret_cast<uv_handle_t*>(stream));
+    if (conn->closing) return;
+    if (nread < 0) {  // EOF or error: a request it started keeps running, its answer is dropped
+      s.close(*conn);
+      return;
+    }
+    s.last_activity_ = Clock::now();
+    bool had_partial = conn->splitter.pending() > 0;
+    int lines = 0;
+    bool fits = conn->splitter.feed(buf->base, static_cast<size_t>(nread), [&](std::string&& line) {
+      ++lines;
+      if (!conn->closing) s.handle_line(*conn, std::move(line));
+    });
+    if (conn->closing) return;
+    if (!fits) {
+      s.send(*conn,
+             error_message(nullptr, "frame-too-large",
+                           "a frame exceeds the limit of " + std::to_string(s.config_.frame_limit) +
+                               " bytes"),
+             true);
+      uv_read_stop(stream);
+      return;
+    }
+    // The clock of an unfinished frame starts when that frame starts.
+    if (conn->splitter.pending() > 0 && (!had_partial || lines > 0))
+      conn->partial_since = Clock::now();
+  }
+
+  // ---- writing ----
+
+  void send(Connection& conn, const json& message, bool close_after = false) {
+    write(conn, to_frame(message), close_after);
+  }
+
+  void write(Connection& conn, std::string data, bool close_after) {
+    if (conn.closing) return;
+    // A client that stops reading must not make the daemon hold its output forever.
+    if (uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t*>(&conn.pipe)) >
+        2 * config_.frame_limit) {
+      log("dropping connection " + std::to_string(conn.id) + ": it does not read its answers");
+      close(conn);
+      return;
+    }
+    auto* w = new WriteRequest{{}, std::move(data), conn.id, close_after};
+    w->req.data = this;
+    uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
+    int rc = uv_write(&w->req, reinterpret_cast<uv_stream_t*>(&conn.pipe), &buf, 1, on_written);
+    if (rc != 0) {
+      delete w;
+      close(conn);
+    }
+  }
+
+  static void on_written(uv_write_t* req, int status) {
+    std::unique_ptr<WriteRequest> w(reinterpret_cast<WriteRequest*>(req));
+    Server& s = of(req->data);
+    if (Connection* conn = s.find(w->connection); conn && (status < 0 || w->close_after))
+      s.close(*conn);
+  }
+
+  // Thread-safe: queues a message for the loop thread.
+  void post(uint64_t connection, const json& message, bool final) {
+    std::string frame = to_frame(message);  // serialised here, off the loop
+    std::lock_guard<std::mutex> lock(outbox_mutex_);
+    if (outbox_closed_) return;  // the loop is gone: nobody to tell
+    outbox_.push_back({connection, std::move(frame), final});
+    uv_async_send(&wake_);
+  }
+
+  static void on_wake(uv_async_t* handle) {
+    Server& s = of(handle->data);
+    std::vector<Outgoing> batch;
+    {
+      std::lock_guard<std::mutex> lock(s.outbox_mutex_);
+      batch.swap(s.outbox_);
+    }
+    // Consecutive frames for one connection go out as one write.
+    for (size_t i = 0; i < batch.size();) {
+      std::string data;
+      size_t j = i;
+      for (; j < batch.size() && batch[j].connection == batch[i].connection; ++j) {
+        data += batch[j].frame;
+        if (batch[j].final) {
+          --s.active_;
+          s.last_activity_ = Clock::now();
+          if (s.stopping_ && s.active_ == 0) s.check_soon();
+        }
+      }
+      if (Connection* conn = s.find(batch[i].connection)) s.write(*conn, std::move(data), false);
+      i = j;
+    }
+  }
+
+  // ---- requests ----
+
+  void handle_line(Connection& conn, std::string&& line) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) return;  // blank: ignored
+    json m = json::parse(line, nullptr, false);
+    if (m.is_discarded() || !m.is_object() || !m.contains("type") || !m["type"].is_string()) {
+      send(conn, error_message(nullptr, "malformed",
+                               "a frame must be one JSON object with a string \"type\""));
+      if (++conn.bad_frames >= kMaxBadFrames) close(conn);
+      return;
+    }
+    conn.bad_frames = 0;
+    std::string type = m["type"].get<std::string>();
+    json id = m.contains("id") ? m["id"] : json(nullptr);
+    if (!conn.greeted) {
+      greet(conn, m, id, type);
+      return;
+    }
+    if (!id.is_number_integer() && !id.is_string()) {
+      send(conn,
+           error_message(nullptr, "missing-id", "every request needs an integer or string \"id\""));
+      return;
+    }
+    if (type == "verify") {
+      std::string why;
+      std::optional<VerifyRequest> request = parse_verify_request(m, &why);
+      if (!request) {
+        send(conn, error_message(id, "bad-request", why));
+        return;
+      }
+      if (!request->key.empty()) {  // a cache lookup: answered here, no thread hop
+        service_.answer_by_identity(id, *request,
+                                    [&](const json& message, bool) { send(conn, message); });
+        return;
+      }
+      start(conn, id,
+            [request = std::move(*request)](Service& service, const json& id, const Reply& reply) {
+              service.verify(id, request, reply);
+            });
+    } else if (type == "stats") {
+      start(conn, id,
+            [](Service& service, const json& id, const Reply& reply) { service.stats(id, reply); });
+    } else if (type == "status") {
+      json status = service_.status();
+      status["connections"] = connections_.size();
+      status["active_requests"] = active_;
+      send(conn, result_message(id, status));
+    } else if (type == "shutdown") {
+      send(conn, result_message(id, {{"stopping", true}}));
+      begin_shutdown("asked by a client");
+    } else {
+      send(conn, error_message(
+                     id, "unknown-request",
+                     "unknown request type \"" + type + "\" (verify, status, stats, shutdown)"));
+    }
+  }
+
+  void greet(Connection& conn, const json& m, const json& id, const std::string& type) {
+    if (type != "hello") {
+      send(conn, error_message(id, "hello-required", "the first frame must be a hello"), true);
+      return;
+    }
+    json protocol = m.value("protocol", json(nullptr));
+    std::string build =
+        m.contains("build") && m["build"].is_string() ? m["build"].get<std::string>() : "";
+    if (protocol != kProtocolVersion || build != build_id()) {
+      send(conn,
+           error_message(id, "version-mismatch",
+                         "this daemon speaks protocol " + std::to_string(kProtocolVersion) +
+                             " as build " + build_id() + "; the client sent protocol " +
+                             protocol.dump() + " as build " + build),
+           true);
+      return;
+    }
+    conn.greeted = true;
+    json hello = hello_message(build_id());
+    hello["pid"] = static_cast<int64_t>(getpid());
+    send(conn, hello);
+  }
+
+  using Work = std::function<void(Service&, const json&, const Reply&)>;
+
+  // Runs a long request on its own thread; its messages come back via post().
+  void start(Connection& conn, const json& id, Work work) {
+    if (stopping_) {
+      send(conn, error_message(id, "shutting-down", "the daemon is stopping"));
+      return;
+    }
+    if (active_ >= config_.max_active_requests) {
+      send(conn, error_message(id, "busy", "too many requests at once; try again"));
+      return;
+    }
+    uint64_t connection = conn.id;
+    ++active_;
+    ++threads_;
+    try {
+      std::thread([this, connection, id, work = std::move(work)] {
+        work(service_, id, [this, connection](const json& message, bool final) {
+          post(connection, message, final);
+        });
+        --threads_;  // last: from here on the thread touches nothing of ours
+      }).detach();
+    } catch (const std::system_error& e) {
+      --active_;
+      --threads_;
+      send(conn, error_message(id, "busy", std::string("cannot start the request: ") + e.what()));
+    }
+  }
+
+  // Writes what lookups on the loop marked as used, off the loop (a write
+  // may wait for another writer). One at a time.
+  void flush_in_background() {
+    if (flushing_.exchange(true)) return;
+    ++threads_;
+    try {
+      std::thread([this] {
+        service_.flush();
+        flushing_ = false;
+        --threads_;
+      }).detach();
+    } catch (const std::system_error&) {
+      flushing_ = false;
+      --threads_;
+    }
+  }
+
+  // ---- stopping ----
+
+  void begin_shutdown(const std::string& why) {
+    if (stopping_) return;
+    stopping_ = true;
+    stop_started_ = Clock::now();
+    log("stopping: " + why);
+    // New clients find no socket (and start a fresh daemon) from here on.
+    uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+    unlink(config_.paths.socket.c_str());
+    service_.flush();
+    check_soon();
+  }
+
+  // Runs the tick shortly (not a second later): lets pending answers go out
+  // first, then finishes a shutdown that has nothing left to wait for.
+  void check_soon() { uv_timer_start(&tick_, on_tick, 20, 1000); }
+
+  void finish() {
+    for (auto& [id, c] : connections_) close(*c);
+    {
+      std::lock_guard<std::mutex> lock(outbox_mutex_);
+      outbox_closed_ = true;
+    }
+    uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&tick_), nullptr);
+    for (uv_signal_t& s : signals_) uv_close(reinterpret_cast<uv_handle_t*>(&s), nullptr);
+  }
+
+  static void on_tick(uv_timer_t* timer) {
+    Server& s = of(timer->data);
+    auto now = Clock::now();
+    std::vector<Connection*> stalled;
+    for (auto& [id, c] : s.connections_)
+      if (!c->closing && c->splitter.pending() > 0 &&
+          now - c->partial_since > std::chrono::seconds(s.config_.partial_frame_timeout_seconds))
+        stalled.push_back(c.get());
+    for (Connection* c : stalled)
+      s.send(*c,
+             error_message(nullptr, "incomplete-frame", "a frame was started and never finished"),
+             true);
+    if (!s.stopping_ && s.service_.needs_flush()) s.flush_in_background();
+    if (!s.stopping_ && s.config_.idle_timeout_seconds > 0 && s.active_ == 0 &&
+        now - s.last_activity_ > std::chrono::seconds(s.config_.idle_timeout_seconds))
+      s.begin_shutdown("idle for " + std::to_string(s.config_.idle_timeout_seconds) + " s");
+    if (s.stopping_ &&
+        (s.active_ == 0 ||
+         now - s.stop_started_ > std::chrono::seconds(s.config_.shutdown_grace_seconds)))
+      s.finish();
+  }
+
+  static void on_signal(uv_signal_t* handle, int signum) {
+    of(handle->data).begin_shutdown("signal " + std::to_string(signum));
+  }
+
+  const DaemonConfig& config_;
+  Service& service_;
+  uv_loop_t loop_;
+  uv_pipe_t listener_;
+  uv_async_t wake_;
+  uv_timer_t tick_;
+  uv_signal_t signals_[3];
+  std::map<uint64_t, std::unique_ptr<Connection>> connections_;
+  uint64_t next_id_ = 1;
+  char read_buffer_[64 * 1024];
+  std::mutex outbox_mutex_;
+  std::vector<Outgoing> outbox_;
+  bool outbox_closed_ = false;
+  std::atomic<int> threads_{0};  // request (and flush) threads alive
+  std::atomic<bool> flushing_{false};
+  int active_ = 0;  // requests running on their threads (loop thread only)
+  bool stopping_ = false;
+  Clock::time_point last_activity_, stop_started_;
+};
+
+}  // namespace
+
+int run_daemon(const DaemonConfig& config) {
+  Status status;
+  pid_t holder = 0;
+  std::unique_ptr<PidLock> lock = PidLock::acquire(config.paths.lock, &status, &holder);
+  if (!lock) {
+    log(holder > 0 ? "already running as pid " + std::to_string(holder) : status.message());
+    return holder > 0 ? kDaemonExitRunning : kDaemonExitError;
+  }
+  std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes must not kill us
+  auto service = std::make_unique<Service>(config);
+  auto server = std::make_unique<Server>(config, *service);
+  int code = server->run();
+  log("stopped");
+  if (!server->quiescent()) {
+    // Request threads still use the service: leave without destructors
+    // (the cache is flushed; LMDB stays consistent whatever they were doing).
+    service->flush();
+    std::_Exit(code);
+  }
+  return code;
+}
+
+}  // namespace shardproof::daemon

@@ -1,0 +1,155 @@
+#include "daemon/service.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cache/cached_verify.h"
+#include "daemon/build_id.h"
+#include "daemon/plan_text.h"
+#include "engine/report.h"
+
+namespace shardproof::daemon {
+
+using nlohmann::json;
+
+namespace {
+
+std::unique_ptr<cache::VerdictCache> open_cache(const DaemonConfig& config) {
+  if (config.cache_dir.empty()) return nullptr;
+  cache::CacheOptions options;
+  options.dir = config.cache_dir;
+  if (config.cache_max_bytes > 0) options.max_bytes = config.cache_max_bytes;
+  Status status;
+  std::unique_ptr<cache::VerdictCache> c = cache::VerdictCache::open(options, &status);
+  if (!c) std::cerr << "shardproof daemon: running without a cache: " << status.message() << "\n";
+  return c;
+}
+
+}  // namespace
+
+Service::Service(const DaemonConfig& config)
+    : config_(config),
+      started_(std::chrono::steady_clock::now()),
+      cache_(open_cache(config)),
+      cache_store_(cache_ ? std::make_unique<cache::CachedStageStore>(*cache_) : nullptr),
+      inflight_(cache_store_.get()),
+      pool_(config.jobs) {}
+
+Service::~Service() {
+  flush();
+}
+
+void Service::flush() {
+  if (cache_) cache_->flush();
+}
+
+void Service::verify(const json& id, const VerifyRequest& request, const Reply& reply) {
+  try {
+    VerifyOptions options;
+    options.jobs = pool_.size();
+    options.rlimit = request.rlimit;
+    options.timeout_ms = request.timeout_ms;
+    options.store = &inflight_;
+    options.executor = [this](const std::function<StageOutcome()>& prove) {
+      ++proofs_;
+      return pool_.run<StageOutcome>(prove);
+    };
+    if (request.progress)
+      options.progress = [&](const VerifyProgress& p) { reply(progress_message(id, p), false); };
+    if (!request.key.empty()) {
+      answer_by_identity(id, request, reply);
+      return;
+    }
+    // The daemon reads no user files: a plan must come with its graphs inlined.
+    bool refused = false;
+    Report report =
+        cache::verify_with_cache(request.path, request.text, options, cache_.get(), [&] {
+          refused = has_graph_references(request.text);
+          return !refused;
+        });
+    if (refused) {
+      reply(error_message(id, "graph-reference",
+                          "the plan references graph files; inline them (the daemon reads no "
+                          "files)"),
+            true);
+      return;
+    }
+    ++verifies_;
+    stages_solved_ += report.stats.solved;
+    stages_cached_ += report.stats.cached;
+    reply(result_message(id, report_to_json(report)), true);
+  } catch (const std::exception& e) {
+    reply(error_message(id, "internal", std::string("verification failed: ") + e.what()), true);
+  }
+  flush();  // after the answer: the client does not wait for the disk
+}
+
+void Service::answer_by_identity(const json& id, const VerifyRequest& request, const Reply& reply) {
+  VerifyOptions options;
+  if (request.progress)
+    options.progress = [&](const VerifyProgress& p) { reply(progress_message(id, p), false); };
+  std::optional<Report> stored =
+      cache_
+          ? cache::stored_plan_report(*cache_, {request.key, request.digest}, request.path, options)
+          : std::nullopt;
+  if (!stored) {
+    reply(error_message(id, "unknown-plan", "no stored report for this plan; send its text"), true);
+    return;
+  }
+  ++verifies_;
+  stages_cached_ += stored->stats.cached;
+  reply(result_message(id, report_to_json(*stored)), true);
+}
+
+bool Service::needs_flush() const {
+  return cache_ && cache_->has_pending();
+}
+
+void Service::stats(const json& id, const Reply& reply) {
+  json daemon = {{"verifies", verifies_.load()},
+                 {"stages_proved", proofs_.load()},
+                 {"stages_solved", stages_solved_.load()},
+                 {"stages_cached", stages_cached_.load()},
+                 {"stages_joined", inflight_.joined()}};
+  json result = {{"daemon", daemon}, {"cache", nullptr}};
+  if (cache_) {
+    cache::CacheStats s;
+    Status status = cache_->stats(&s);
+    if (!status.ok()) {
+      reply(error_message(id, "cache", status.message()), true);
+      return;
+    }
+    result["cache"] = {{"path", s.path},
+                       {"entries", s.entries()},
+                       {"stage_entries", s.stage_entries},
+                       {"plan_entries", s.plan_entries},
+                       {"bytes", s.bytes},
+                       {"file_bytes", s.file_bytes},
+                       {"max_bytes", s.max_bytes},
+                       {"hits", s.hits},
+                       {"misses", s.misses},
+                       {"hit_rate", s.hit_rate()}};
+  }
+  reply(result_message(id, result), true);
+}
+
+json Service::status() const {
+  double uptime =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  return {{"pid", static_cast<int64_t>(getpid())},
+          {"build", build_id()},
+          {"protocol", kProtocolVersion},
+          {"socket", config_.paths.socket},
+          {"cache", cache_ ? json(cache_->path()) : json(nullptr)},
+          {"uptime_seconds", uptime},
+          {"jobs", pool_.size()},
+          {"busy_workers", pool_.busy()},
+          {"stages_in_flight", inflight_.in_flight()},
+          {"stages_joined", inflight_.joined()},
+          {"stages_proved", proofs_.load()},
+          {"verifies", verifies_.load()},
+          {"idle_timeout_seconds", config_.idle_timeout_seconds}};
+}
+
+}  // namespace shardproof::daemon

@@ -1,0 +1,59 @@
+// What the daemon does for a request, apart from the socket: verify plans
+// with the cache, the worker pool and in-flight deduplication; report
+// status and cache statistics. Methods that can take long run on request
+// threads, never on libuv's loop.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/cached_stage_store.h"
+#include "cache/verdict_cache.h"
+#include "daemon/config.h"
+#include "daemon/inflight_store.h"
+#include "daemon/protocol.h"
+#include "daemon/worker_pool.h"
+
+namespace shardproof::daemon {
+
+// Sends one message to the requesting client; `final` marks the last one.
+using Reply = std::function<void(const nlohmann::json& message, bool final)>;
+
+class Service {
+ public:
+  // Opens the cache (a daemon without one still serves, more slowly).
+  explicit Service(const DaemonConfig& config);
+  ~Service();
+
+  // Progress events, then one result (or error), through `reply`.
+  void verify(const nlohmann::json& id, const VerifyRequest& request, const Reply& reply);
+  // A verify by identity (no text): answered from the cache's stored
+  // reports or with `unknown-plan`. Quick and never blocks on a writer, so
+  // the loop thread runs it itself; what it marks as used is written by a
+  // later flush().
+  void answer_by_identity(const nlohmann::json& id, const VerifyRequest& request,
+                          const Reply& reply);
+  // Uses and counts wait in memory for a flush().
+  bool needs_flush() const;
+  // The cache's statistics and the daemon's own counters.
+  void stats(const nlohmann::json& id, const Reply& reply);
+  // Fields of the `status` result that the service knows.
+  nlohmann::json status() const;
+  void flush();
+
+ private:
+  DaemonConfig config_;
+  std::chrono::steady_clock::time_point started_;
+  std::unique_ptr<cache::VerdictCache> cache_;
+  std::unique_ptr<cache::CachedStageStore> cache_store_;
+  InflightStore inflight_;
+  WorkerPool pool_;
+  std::atomic<int64_t> verifies_{0}, stages_solved_{0}, stages_cached_{0};
+  std::atomic<int64_t> proofs_{0};  // stage proofs run on the pool, trivial ones included
+};
+
+}  // namespace shardproof::daemon
