@@ -62,11 +62,17 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
                   "ZeRO stage: 0 gradient all-reduce, 1 or 2 optimizer state sharded over dp")
       ->check(CLI::Range(0, 2))
       ->capture_default_str();
-  cmd->add_option("--ep", c.ep, "Expert-parallel degree (MoE models)")
+  cmd->add_option("--ep", c.ep, "Expert-parallel degree (MoE models): 1, or dp")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_flag("--tie-embeddings", c.tie_embeddings,
                 "LM head shares the embedding table (transformers)");
+  cmd->add_flag("--bias", c.bias,
+                "Attention output projection with a bias, added on tp rank 0 before the "
+                "all-reduce (transformers)");
+  cmd->add_flag("--reshard-residual", c.reshard_residual,
+                "Each layer's output is cut to the tp rank's hidden block and all-gathered back "
+                "(transformers)");
   cmd->add_option("--microbatches", c.microbatches, "Micro-batches per step")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();

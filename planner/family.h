@@ -21,5 +21,6 @@ struct ModelFamily {
 
 const ModelFamily& mlp_family();
 std::vector<const ModelFamily*> llama3_families();
+std::vector<const ModelFamily*> moe_families();
 
 }  // namespace shardproof::planner

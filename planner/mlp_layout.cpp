@@ -40,6 +40,8 @@ Layout::Layout(const PlanConfig& config)
   if (config.sp) reject("sp is not supported by the mlp family");
   if (config.seq != 0) reject("seq is not supported by the mlp family");
   if (config.tie_embeddings) reject("tie_embeddings is not supported by the mlp family");
+  if (config.bias) reject("bias is not supported by the mlp family");
+  if (config.reshard_residual) reject("reshard_residual is not supported by the mlp family");
   if (L < 1) reject("layers must be >= 1 (got " + str(L) + ")");
   if (H < 1) reject("hidden must be >= 1 (got " + str(H) + ")");
   if (B < 1) reject("batch must be >= 1 (got " + str(B) + ")");

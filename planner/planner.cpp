@@ -13,6 +13,7 @@ const std::vector<const ModelFamily*>& families() {
   static const std::vector<const ModelFamily*> all = [] {
     std::vector<const ModelFamily*> f = {&mlp_family()};
     for (const ModelFamily* m : llama3_families()) f.push_back(m);
+    for (const ModelFamily* m : moe_families()) f.push_back(m);
     return f;
   }();
   return all;

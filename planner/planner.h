@@ -26,6 +26,12 @@ struct PlanConfig {
   int zero = 0;           // 0: gradient all-reduce; 1|2: ZeRO optimizer-state sharding over dp
   int ep = 1;             // expert parallel (MoE families)
   bool tie_embeddings = false;  // transformers: LM head shares the embedding table
+  // transformers: the attention output projection has a bias, added on tp
+  // rank 0 only before the all-reduce (correct; every rank adding it is a bug).
+  bool bias = false;
+  // transformers: each layer's output, replicated over tp, is cut to the tp
+  // rank's hidden block and all-gathered back (a correct round trip).
+  bool reshard_residual = false;
   int microbatches = 1;
   std::string optimizer;  // "sgd" | "adam"; empty: the model's default
   std::string bug;        // empty: a correct plan

@@ -31,6 +31,12 @@ struct ModelShape {
   int layers = 0;
   int64_t hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, seq = 0;
   int64_t batch = 0;  // default global batch (sequences)
+  // Mixture of experts (0 experts: a dense model). Layers from first_dense on
+  // replace the SwiGLU MLP by `experts` routed experts (each with `capacity`
+  // token slots per sequence and ffn `expert_ffn`) plus one shared expert
+  // (ffn `shared_ffn`); see moe_forward.cpp.
+  int64_t experts = 0, capacity = 0, expert_ffn = 0, shared_ffn = 0;
+  int first_dense = 0;
 };
 
 // Validated configuration plus the index arithmetic of the device mesh.
@@ -63,6 +69,18 @@ struct Layout {
   int last_stage() const { return pp - 1; }
   // The layer the catalogue's per-layer bugs corrupt: the middle one.
   int bug_layer() const { return (L - 1) / 2; }
+
+  // --- MoE (moe_layout.cpp); E == 0 for dense models.
+  int ep = 1;
+  int64_t E = 0, C = 0, FE = 0, FS = 0;
+  int first_dense = 0;
+  bool moe() const { return E > 0; }
+  bool moe_layer(int i) const { return E > 0 && i >= first_dense; }
+  // The MoE layer the MoE bugs corrupt: the middle layer or, when that one
+  // is dense, the first MoE layer (== L when there is none).
+  int moe_bug_layer() const { return bug_layer() > first_dense ? bug_layer() : first_dense; }
+  // Reads the MoE shape and checks ep, cp, sp against it (throws).
+  void init_moe();
 };
 
 struct BugSpec {
@@ -74,6 +92,20 @@ struct BugSpec {
 const std::vector<BugSpec>& bug_table();
 // Throws std::invalid_argument (naming `family`) for an unknown or inapplicable bug.
 const BugSpec* find_bug(const Layout& layout, const std::string& family);
+// Bugs of the options (--bias, --reshard-residual) and of MoE layers, kept
+// apart from the llama catalogue (transformer_options.cpp, moe_bugs.cpp).
+const std::vector<BugSpec>& option_bug_table();
+const std::vector<BugSpec>& moe_bug_table();
+// Every bug find_bug knows, and those a model family can carry.
+std::vector<const BugSpec*> all_bugs();
+std::vector<BugInfo> family_bugs(const ModelShape& model);
+// Why a catalogue bug cannot fire in this (MoE) layout beyond its own
+// condition, e.g. an MLP bug whose reference layer is an MoE layer; "" if it can.
+std::string family_not_applicable(const Layout& layout, const std::string& bug);
+
+// The plan document and the first tensor of its bug (transformer_plan.cpp).
+nlohmann::json transformer_plan(const ModelShape& model, const PlanConfig& config);
+std::string transformer_first_tensor(const ModelShape& model, const PlanConfig& config);
 
 // How one dimension of a logical tensor is cut over the mesh.
 enum class Ax {
@@ -86,6 +118,8 @@ enum class Ax {
   TpGate,  // block t of the first half (gate columns of the fused gate/up weight)
   TpUp,    // block t of the second half (up columns)
   KvModulo,  // bug kv-heads-not-replicated: kv head t % kv_heads
+  MbBatch,   // sequences of micro-batch m over every dp rank (what an expert owner gets)
+  Expert,    // expert block of ep rank d (ep == dp); every expert when ep == 1
 };
 using Spec = std::vector<Ax>;
 
@@ -105,6 +139,9 @@ class Builder {
   void build();
 
  private:
+  // --- moe_step.cpp: the step run in lock step over dp ranks per
+  // micro-batch, so an MoE layer's all_to_all sees every rank's tokens.
+  void build_lockstep();
   // --- transformer_builder.cpp: names, claims, collectives, inputs
   std::string at(const Coord& x, const std::string& name) const;       // per micro-batch
   std::string at_rank(const Coord& x, const std::string& name) const;  // per rank
@@ -206,6 +243,44 @@ class Builder {
   void mlp_forward(int i, Coord x);
   void mlp_backward(int i, Coord x);
   void attention_backward(int i, Coord x);
+
+  // --- transformer_options.cpp: --bias and --reshard-residual.
+  // The attention output projection's partial on x (plus, on tp rank 0, the
+  // bias) into `out`.
+  void output_projection(const Coord& x, int i, const std::string& out);
+  void bias_backward(int i, Coord x0);
+  // The tensor a layer's residual add writes for resid(i) on x, and the
+  // scatter/all-gather round trip that then gives resid(i) (no-op without
+  // --reshard-residual).
+  std::string resid_out(const Coord& x, int i);
+  void reshard_resid(Coord x0, int i);
+  bool resharding() const { return !s.logical && s.c.reshard_residual; }
+
+  // --- moe_forward.cpp / moe_backward.cpp: one MoE layer for micro-batch
+  // x0.m on every dp and tp rank of its stage.
+  void declare_moe_params(int i);
+  void moe_inputs();
+  void moe_forward(int i, Coord x0);
+  void moe_backward(int i, Coord x0);
+  // Spec of [B, E, C, *] tensors on the expert side (at the owner).
+  Spec expert_spec(Ax last) const;
+  // all_to_all of at(x, name) over each dp group: `to_experts` sends token
+  // slots to their expert's owner (claims `name` with expert_spec),
+  // otherwise back to the tokens' rank (claims the Batch slice). Writes
+  // at(x, name) + suffix. No-op (suffix-less names) when ep == 1.
+  std::string expert_side(const Coord& x, const std::string& name) const;
+  std::string token_side(const Coord& x, const std::string& name) const;
+  void moe_all_to_all(Coord x0, const std::string& name, bool to_experts);
+  // Per-expert weight gradient: a [B, E, C, k] and b [B, E, C, n] on the
+  // expert side -> [E, k, n] summed over sequences and slots.
+  void expert_weight_grad(const Coord& x, const std::string& a, const std::string& b,
+                          const std::string& piece);
+  // moe_bugs.cpp hooks.
+  std::string moe_tp_sum_bug(const std::string& site, const Coord& x) const;
+  std::string moe_dp_sync_bug(const Param& p, const Coord& x) const;
+  bool moe_fires(const char* bug, int i, const Coord& x) const;
+  // False for a parameter piece that has no dp replicas (an expert block under ep).
+  bool dp_replicated(const Param& p) const;
   // Keeps K or V of every head group to `heads` (expanded GQA) and back.
   std::string expand_kv(const Coord& x, const std::string& kv_t, const std::string& out_logical,
                         int64_t seq_len);

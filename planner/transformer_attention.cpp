@@ -143,8 +143,7 @@ void Builder::attention_forward(int i, Coord x0) {
   for (x0.c = 0; x0.c < s.cp; ++x0.c)
     tp_sum(x0, l + ".attn", hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, l + ".attn",
            [&](const Coord& x, const std::string& out) {
-             op(x, l + ".wo.matmul", "matmul", {at(x, l + ".ctx.flat"), weight(x, l + ".wo")},
-                {out});
+             output_projection(x, i, out);
            });
   x0.c = 0;
   each_cp_tp(x0, [&](const Coord& x) {
@@ -168,6 +167,7 @@ void Builder::attention_backward(int i, Coord x0) {
   const nlohmann::json scale = {{"factor", inv_sqrt(s.D)}};
   const int rep = s.kv_replicas();
 
+  bias_backward(i, x0);
   for (x0.c = 0; x0.c < s.cp; ++x0.c)
     all_gather_seq_group(x0, grad(l + ".h"), hs, resid_spec, 1);
   x0.c = 0;

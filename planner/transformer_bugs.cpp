@@ -168,15 +168,16 @@ const std::vector<BugSpec>& bug_table() {
 const BugSpec* find_bug(const Layout& s, const std::string& family) {
   if (s.c.bug.empty()) return nullptr;
   std::string known;
-  for (const BugSpec& b : table()) {
-    if (b.info.name == s.c.bug) {
-      std::string why = b.not_applicable(s);
+  for (const BugSpec* b : all_bugs()) {
+    if (b->info.name == s.c.bug) {
+      std::string why = b->not_applicable(s);
+      if (why.empty()) why = family_not_applicable(s, s.c.bug);
       if (!why.empty())
         throw std::invalid_argument(family + ": bug '" + s.c.bug +
                                     "' does not apply to this config (" + why + ")");
-      return &b;
+      return b;
     }
-    known += (known.empty() ? "" : ", ") + b.info.name;
+    known += (known.empty() ? "" : ", ") + b->info.name;
   }
   throw std::invalid_argument(family + ": unknown bug '" + s.c.bug + "' (known bugs: " + known +
                               ")");
@@ -194,7 +195,7 @@ std::string Builder::tp_sum_bug(const std::string& site, const Coord& x) const {
   if (fires("double-allreduce", -1, x) && site == ref + ".attn") return "double";
   if (fires("allreduce-mean-not-sum", -1, x) && site == ref + ".mlp") return "mean";
   if (fires("tp-input-grad-not-reduced", -1, x) && site == grad(ref + ".an.out")) return "skip";
-  return "";
+  return moe_tp_sum_bug(site, x);
 }
 
 std::string Builder::gather_bug(const std::string& name, const Coord& x) const {
@@ -206,6 +207,7 @@ std::string Builder::gather_bug(const std::string& name, const Coord& x) const {
 }
 
 std::string Builder::dp_sync_bug(const Param& p, const Coord& x) const {
+  if (std::string moe = moe_dp_sync_bug(p, x); !moe.empty()) return moe;
   if (p.local != layer(s.bug_layer()) + ".wq" || x.t != 0) return "";
   if (s.bug("dp-grad-not-synced")) return "skip";
   if (s.bug("dp-grad-mean-not-sum")) return "mean";

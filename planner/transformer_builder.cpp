@@ -83,6 +83,12 @@ Slice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) con
       case Ax::TpGate:
         slice.push_back(block(n / 2, s.tp, x.t));
         break;
+      case Ax::MbBatch:
+        slice.push_back(block(n, s.mb, x.m));
+        break;
+      case Ax::Expert:
+        slice.push_back(block(n, s.ep, s.ep > 1 ? x.d : 0));
+        break;
       case Ax::TpUp: {
         Range r = block(n / 2, s.tp, x.t);
         slice.push_back({r.first + n / 2, r.second + n / 2});

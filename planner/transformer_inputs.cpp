@@ -28,7 +28,12 @@ void Builder::declare_params() {
     add_param(l + ".wk", {H, K}, {Ax::Full, Ax::Kv}, p);
     add_param(l + ".wv", {H, K}, {Ax::Full, Ax::Kv}, p);
     add_param(l + ".wo", {Q, H}, {Ax::Tp, Ax::Full}, p);
+    if (s.c.bias) add_param(l + ".bo", {H}, {Ax::Full}, p);
     add_param(l + ".mn.w", {H}, {Ax::Full}, p);
+    if (s.moe_layer(i)) {
+      declare_moe_params(i);
+      continue;
+    }
     const Shape gu = {H, 2 * s.F};
     if (s.logical) {
       add_param(l + ".wgu", gu, {Ax::Full, Ax::Full}, p);

@@ -31,10 +31,14 @@ Layout::Layout(const ModelShape& shape, const PlanConfig& config) : model(shape)
   for (auto [name, v] :
        {std::pair{"dp", dp}, {"tp", tp}, {"pp", pp}, {"cp", cp}, {"microbatches", mb}})
     if (v < 1) reject(std::string(name) + " must be >= 1 (got " + str(v) + ")");
-  if (c.ep != 1) reject("ep applies to MoE models only");
+  init_moe();
   if (zero < 0 || zero > 2) reject("zero must be 0, 1 or 2 (got " + str(zero) + ")");
   if (zero > 0 && dp * cp < 2) reject("zero needs dp * cp >= 2 to shard anything");
   if (sp && tp < 2) reject("sp (sequence parallelism) needs tp >= 2");
+  // The round trip cuts a tensor every tp rank holds whole: under sp each
+  // rank holds another piece of the sequence.
+  if (c.reshard_residual && (tp < 2 || sp))
+    reject("reshard_residual needs tp >= 2 and no sp (the residual replicated over tp)");
   if (c.optimizer != "sgd" && c.optimizer != "adam")
     reject("optimizer must be 'sgd' or 'adam' (got '" + c.optimizer + "')");
   if (B % (int64_t(dp) * mb) != 0)
@@ -61,6 +65,7 @@ Layout Layout::single_device() const {
   one.dp = one.tp = one.pp = one.cp = one.microbatches = one.ep = 1;
   one.zero = 0;
   one.sp = false;
+  one.reshard_residual = false;  // a parallel round trip, not part of the model
   one.bug.clear();
   Layout l(model, one);
   l.logical = true;

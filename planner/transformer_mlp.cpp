@@ -66,9 +66,10 @@ void Builder::mlp_forward(int i, Coord x0) {
            });
   x0.c = 0;
   each_cp_tp(x0, [&](const Coord& x) {
-    std::string y = act(x, resid(i + 1), hs, kResid);
+    std::string y = resid_out(x, i + 1);
     op(x, l + ".mlp.residual", "add", {at(x, l + ".h"), at(x, l + ".mlp")}, {y});
   });
+  reshard_resid(x0, i + 1);
 }
 
 void Builder::mlp_backward(int i, Coord x0) {

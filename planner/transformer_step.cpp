@@ -7,6 +7,7 @@
 namespace shardproof::planner::transformer {
 
 void Builder::build() {
+  if (s.moe()) return build_lockstep();
   declare_params();
   inputs();
   const Shape hs = {s.B, s.S, s.H};

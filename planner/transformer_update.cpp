@@ -62,7 +62,7 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
                   (prm.spec[0] == Ax::Kv || prm.spec[1] == Ax::Kv);
   const int n_dp = s.dp * s.cp;
   const bool sync_sp = !s.logical && s.sp && norm;
-  const bool sync_dp = n_dp > 1;
+  const bool sync_dp = n_dp > 1 && dp_replicated(prm);
   const bool sync_tie = pieces.size() == 2;
   const bool zero = s.zero > 0 && sync_dp;
 

@@ -95,6 +95,8 @@ PlanConfig config_for(const std::string& bug) {
       with("", cfg(2, 1, 1, 2, 1), [](PlanConfig& c) { c.tie_embeddings = true; }).config,
       cfg(2, 1, 4, 1, 1),
       cfg(4, 1, 1, 2, 1),
+      with("", cfg(2, 1, 2, 1, 1), [](PlanConfig& c) { c.bias = true; }).config,
+      with("", cfg(2, 1, 2, 1, 1), [](PlanConfig& c) { c.reshard_residual = true; }).config,
   };
   for (PlanConfig c : candidates) {
     c.bug = bug;

@@ -1,0 +1,164 @@
+// The MoE bug catalogue (expert parallelism, expert tensor parallelism,
+// router and shared expert), the hooks the MoE builder asks at the one site
+// each bug corrupts (dp rank 0, micro-batch 0, the MoE reference layer), and
+// which catalogue bugs a model family can carry.
+#include <set>
+
+#include "planner/transformer.h"
+
+namespace shardproof::planner::transformer {
+
+namespace {
+
+std::string needs(bool ok, const std::string& why) {
+  return ok ? "" : "needs " + why;
+}
+
+bool has_moe_layer(const Layout& s) {
+  return s.moe() && s.moe_bug_layer() < s.L;
+}
+
+std::string needs_moe(const Layout& s, bool ok, const std::string& why) {
+  if (!has_moe_layer(s)) return "needs an MoE layer";
+  return needs(ok, why);
+}
+
+std::string in_moe(const Layout& s, const std::string& what) {
+  return layer(s.moe_bug_layer()) + ".moe." + what;
+}
+
+// Catalogue bugs that need context or sequence parallelism, which MoE
+// layouts reject (routing groups are whole sequences).
+const std::set<std::string>& cp_sp_bugs() {
+  static const std::set<std::string> names = {"sp-norm-grad-not-reduced", "sp-allgather-order",
+                                              "sp-allgather-dim",         "cp-kv-allgather-order",
+                                              "cp-kv-grad-not-reduced",   "cp-loss-scale-local"};
+  return names;
+}
+
+}  // namespace
+
+const std::vector<BugSpec>& moe_bug_table() {
+  static const std::vector<BugSpec> bugs = {
+      {{"expert-out-not-reduced-tp",
+        "the experts' down projection partial sums (ffn split over tp) are not all-reduced over "
+        "tp in the MoE reference layer: each rank combines its own part",
+        "missing all-reduce after a row-parallel expert linear (expert tensor parallelism)"},
+       [](const Layout& s) { return needs_moe(s, s.tp >= 2, "tp >= 2"); },
+       [](const Layout& s) { return in_moe(s, "out"); }},
+      {{"expert-grad-not-reduced-tp",
+        "the gradient of the experts' input (tp partials of the gate/up backward) is not "
+        "all-reduced over tp in the MoE reference layer",
+        "missing all-reduce in the backward of a column-parallel expert linear"},
+       [](const Layout& s) { return needs_moe(s, s.tp >= 2, "tp >= 2"); },
+       [](const Layout& s) { return grad(in_moe(s, "xin")); }},
+      {{"router-grad-not-synced",
+        "the router weight is treated as expert-local: its gradient is never all-reduced over dp "
+        "(tp rank 0)",
+        "replicated MoE parameter (router/gate) left out of the data-parallel gradient sync"},
+       [](const Layout& s) { return needs_moe(s, s.dp >= 2, "dp >= 2"); },
+       [](const Layout& s) { return grad(in_moe(s, "wr")); }},
+      {{"expert-grad-not-synced",
+        "with ep = 1 every dp rank holds every expert, but the reference layer's expert gate "
+        "weight gradient is not all-reduced over dp (tp rank 0)",
+        "expert parameters skipped by the data-parallel gradient sync"},
+       [](const Layout& s) { return needs_moe(s, s.dp >= 2 && s.ep == 1, "dp >= 2 and ep = 1"); },
+       [](const Layout& s) { return grad(in_moe(s, "wg")); }},
+      {{"expert-grad-double-reduced",
+        "with ep = dp each dp rank owns other experts, yet the expert gate weight gradients are "
+        "all-reduced over dp as if replicated: each owner steps with the sum of all blocks",
+        "expert gradients all-reduced over the data-parallel group instead of the "
+        "expert-data-parallel group"},
+       [](const Layout& s) { return needs_moe(s, s.ep >= 2 && s.zero == 0, "ep >= 2, zero 0"); },
+       [](const Layout& s) { return grad(in_moe(s, "wg")); }},
+      {{"all-to-all-dims-swapped",
+        "the dispatch all_to_all (tp rank 0, micro-batch 0) splits on sequences and concatenates "
+        "on experts, into a buffer then viewed with the expected shape",
+        "all_to_all with split_dim and concat_dim swapped"},
+       [](const Layout& s) {
+         return needs_moe(s, s.ep >= 2 && s.local_batch() % s.ep == 0,
+                          "ep >= 2 and ep dividing the sequences per dp rank and micro-batch");
+       },
+       [](const Layout& s) { return in_moe(s, "xin"); }},
+      {{"all-to-all-wrong-order",
+        "the combine all_to_all (tp rank 0, micro-batch 0) lists its group in reverse: each rank "
+        "gets another rank's tokens back, experts in reverse order",
+        "all_to_all with the wrong rank order (expert outputs returned to the wrong tokens)"},
+       [](const Layout& s) { return needs_moe(s, s.ep >= 2, "ep >= 2"); },
+       [](const Layout& s) { return in_moe(s, "out"); }},
+      {{"moe-combine-missing-shared",
+        "the MoE output of the reference layer masks out the shared expert (its output times 0; dp "
+        "rank 0, micro-batch 0)",
+        "shared expert output dropped from the MoE combine"},
+       [](const Layout& s) { return needs_moe(s, true, ""); },
+       [](const Layout& s) { return layer(s.moe_bug_layer()) + ".mlp"; }},
+  };
+  return bugs;
+}
+
+std::vector<const BugSpec*> all_bugs() {
+  std::vector<const BugSpec*> all;
+  for (const auto* table : {&bug_table(), &option_bug_table(), &moe_bug_table()})
+    for (const BugSpec& b : *table) all.push_back(&b);
+  return all;
+}
+
+std::vector<BugInfo> family_bugs(const ModelShape& model) {
+  std::vector<BugInfo> infos;
+  const bool moe = model.experts > 0;
+  for (const BugSpec& b : bug_table()) {
+    const std::string& name = b.info.name;
+    if (moe && cp_sp_bugs().count(name)) continue;
+    // tp > kv heads needs a tp dividing the heads: only when heads > kv heads.
+    if (name == "kv-heads-not-replicated" && model.heads <= model.kv_heads) continue;
+    infos.push_back(b.info);
+  }
+  for (const BugSpec& b : option_bug_table()) infos.push_back(b.info);
+  if (moe)
+    for (const BugSpec& b : moe_bug_table()) infos.push_back(b.info);
+  return infos;
+}
+
+std::string family_not_applicable(const Layout& s, const std::string& bug) {
+  if (!s.moe()) return "";
+  if ((bug == "fused-gate-up-contiguous" || bug == "allreduce-mean-not-sum") &&
+      s.moe_layer(s.bug_layer()))
+    return "the reference layer " + layer(s.bug_layer()) + " is an MoE layer (no dense MLP)";
+  if (bug == "pp-stage-layers-swapped") {
+    const int a = s.stage_begin(s.last_stage());
+    if (a + 1 < s.L && s.moe_layer(a) != s.moe_layer(a + 1))
+      return "the last stage's first two layers are one dense, one MoE";
+  }
+  return "";
+}
+
+// --- the builder's hooks
+
+bool Builder::moe_fires(const char* bug, int i, const Coord& x) const {
+  return s.bug(bug) && (i < 0 || i == s.moe_bug_layer()) && x.d == 0 && x.m == 0;
+}
+
+std::string Builder::moe_tp_sum_bug(const std::string& site, const Coord& x) const {
+  if (!s.moe()) return "";
+  const std::string ref = layer(s.moe_bug_layer()) + ".moe";
+  if (moe_fires("expert-out-not-reduced-tp", -1, x) && site == ref + ".out") return "skip";
+  if (moe_fires("expert-grad-not-reduced-tp", -1, x) && site == grad(ref + ".xin")) return "skip";
+  return "";
+}
+
+std::string Builder::moe_dp_sync_bug(const Param& p, const Coord& x) const {
+  if (!s.moe() || x.t != 0) return "";
+  const std::string ref = layer(s.moe_bug_layer()) + ".moe";
+  if (s.bug("router-grad-not-synced") && p.local == ref + ".wr") return "skip";
+  if (s.bug("expert-grad-not-synced") && p.local == ref + ".wg") return "skip";
+  return "";
+}
+
+bool Builder::dp_replicated(const Param& p) const {
+  // With ep == dp the expert dimension is split over dp: no two dp ranks
+  // hold the same expert, so its gradient is complete on its owner.
+  if (s.logical || s.ep == 1 || p.spec.empty() || p.spec[0] != Ax::Expert) return true;
+  return s.bug("expert-grad-double-reduced") && p.local == layer(s.moe_bug_layer()) + ".moe.wg";
+}
+
+}  // namespace shardproof::planner::transformer

@@ -1,0 +1,213 @@
+// Forward pass of an MoE layer (replacing the SwiGLU MLP from first_dense on)
+// for one micro-batch on every dp and tp rank of its stage.
+//
+// Routing is static: routing groups are sequences, and the input
+// `l{i}.moe.dispatch` [B, S, E, C] says which slot c of expert e token s of
+// sequence b fills (0/1; the proof holds for any values). The router's
+// softmax only weighs the experts' outputs:
+//   n      = rmsnorm(h)                        [B, S, H]
+//   probs  = softmax(n @ wr)                   [B, S, E]
+//   cw     = dispatch * probs[..., None]       [B, S, E, C]  combine weights
+//   xin    = dispatch^T @ n  (per sequence)    [B, E, C, H]  token slots
+//   out    = swiglu_e(xin)  (per expert)       [B, E, C, H]
+//   y      = cw @ out       (per sequence)     [B, S, H]
+//   mlp    = y + shared_swiglu(n);  x{i+1} = h + mlp
+// Parallel: every tp rank routes (the router is replicated); with ep == dp
+// the slots go to their expert's owner by an all_to_all over the dp group
+// (split on experts, concatenated on sequences: the owner gets the slots of
+// every sequence of the micro-batch, contiguous because Ax::Batch is
+// micro-batch major) and come back by the inverse one. The experts' ffn is
+// split over tp (expert tensor parallelism): the down projection's partial
+// sums are all-reduced over tp. The shared expert is a Megatron MLP.
+#include <algorithm>
+
+#include "planner/transformer.h"
+
+namespace shardproof::planner::transformer {
+
+namespace {
+
+const Spec kRow = {Ax::Batch, Ax::Full, Ax::Full};
+const Spec kSlots = {Ax::Batch, Ax::Full, Ax::Full, Ax::Full};
+
+}  // namespace
+
+void Builder::declare_moe_params(int i) {
+  const std::string l = layer(i) + ".moe";
+  const int p = s.stage_of(i);
+  add_param(l + ".wr", {s.H, s.E}, {Ax::Full, Ax::Full}, p);
+  add_param(l + ".wg", {s.E, s.H, s.FE}, {Ax::Expert, Ax::Full, Ax::Tp}, p);
+  add_param(l + ".wu", {s.E, s.H, s.FE}, {Ax::Expert, Ax::Full, Ax::Tp}, p);
+  add_param(l + ".wd", {s.E, s.FE, s.H}, {Ax::Expert, Ax::Tp, Ax::Full}, p);
+  add_param(l + ".wsg", {s.H, s.FS}, {Ax::Full, Ax::Tp}, p);
+  add_param(l + ".wsu", {s.H, s.FS}, {Ax::Full, Ax::Tp}, p);
+  add_param(l + ".wsd", {s.FS, s.H}, {Ax::Tp, Ax::Full}, p);
+}
+
+void Builder::moe_inputs() {
+  for (int i = 0; i < s.L; ++i) {
+    if (!s.moe_layer(i)) continue;
+    for (int d = 0; d < s.dp; ++d)
+      for (int t = 0; t < s.tp; ++t)
+        for (int m = 0; m < s.mb; ++m) {
+          Coord x{d, 0, t, s.stage_of(i), m};
+          add_input(act(x, layer(i) + ".moe.dispatch", {s.B, s.S, s.E, s.C}, kSlots));
+        }
+  }
+}
+
+Spec Builder::expert_spec(Ax last) const {
+  return {s.ep > 1 ? Ax::MbBatch : Ax::Batch, Ax::Expert, Ax::Full, last};
+}
+
+std::string Builder::expert_side(const Coord& x, const std::string& name) const {
+  return s.ep > 1 ? at(x, name) + ".ep" : at(x, name);
+}
+
+std::string Builder::token_side(const Coord& x, const std::string& name) const {
+  return s.ep > 1 ? at(x, name) + ".back" : at(x, name);
+}
+
+void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts) {
+  if (s.ep == 1) return;
+  const Shape full = {s.B, s.E, s.C, s.H};
+  for (x0.t = 0; x0.t < s.tp; ++x0.t) {
+    std::vector<std::string> in, out;
+    for (Coord x = x0; x.d < s.dp; ++x.d) {
+      in.push_back(at(x, name));
+      out.push_back(to_experts ? claim(x, expert_side(x, name), name, full, expert_spec(Ax::Full))
+                               : claim(x, token_side(x, name), name, full, kSlots));
+    }
+    Coord xg = x0;
+    xg.d = 0;
+    std::vector<int> group = dp_cp_group(xg);
+    // To the owners: expert blocks out, sequences in; back: the reverse.
+    nlohmann::json attrs = {{"split_dim", to_experts ? 1 : 0}, {"concat_dim", to_experts ? 0 : 1}};
+    const std::string op_name = at(xg, name + (to_experts ? ".ep_dispatch" : ".ep_combine"));
+    if (!to_experts && moe_fires("all-to-all-wrong-order", -1, xg) && xg.t == 0 &&
+        name == layer(s.moe_bug_layer()) + ".moe.out") {
+      // Group listed in reverse: rank r gets the pieces meant for rank
+      // dp-1-r, concatenated in reverse expert order.
+      std::reverse(in.begin(), in.end());
+      std::reverse(out.begin(), out.end());
+      std::reverse(group.begin(), group.end());
+    }
+    if (to_experts && moe_fires("all-to-all-dims-swapped", -1, xg) && xg.t == 0 &&
+        name == layer(s.moe_bug_layer()) + ".moe.xin") {
+      // Split on sequences and concatenated on experts, into a buffer then
+      // viewed with the expected shape.
+      std::vector<std::string> wrong;
+      for (Coord x = xg; x.d < s.dp; ++x.d) {
+        Shape w = g.shape(in[x.d]);
+        w[0] /= s.ep;
+        w[1] *= s.ep;
+        wrong.push_back(scratch(x, name + ".ep_swapped", w));
+      }
+      collective(op_name, "all_to_all", in, wrong, group, {{"split_dim", 0}, {"concat_dim", 1}});
+      for (Coord x = xg; x.d < s.dp; ++x.d)
+        op(x, name + ".ep_view", "reshape", {wrong[x.d]}, {out[x.d]},
+           {{"shape", g.shape(out[x.d])}});
+      continue;
+    }
+    collective(op_name, "all_to_all", in, out, group, attrs);
+  }
+}
+
+void Builder::moe_forward(int i, Coord x0) {
+  const std::string l = layer(i), m = l + ".moe";
+  const Shape hs = {s.B, s.S, s.H}, slots = {s.B, s.E, s.C, s.H};
+  const Shape flat = {s.B, s.E * s.C, s.H}, mask = {s.B, s.S, s.E, s.C};
+  const Spec resid_spec = {Ax::Batch, Ax::SeqSp, Ax::Full};
+  auto each_dp_tp = [&](const std::function<void(const Coord&)>& f) {
+    for (Coord x = x0; x.d < s.dp; ++x.d)
+      for (x.t = 0; x.t < s.tp; ++x.t) f(x);
+  };
+
+  // Router, combine weights and the token slots, on the tokens' rank.
+  each_dp_tp([&](const Coord& x) {
+    const std::string n =
+        rmsnorm_forward(x, l + ".mn", at(x, l + ".h"), weight(x, l + ".mn.w"), hs, resid_spec);
+    std::string logits = act(x, m + ".logits", {s.B, s.S, s.E}, kRow);
+    op(x, m + ".logits", "matmul", {n, weight(x, m + ".wr")}, {logits});
+    std::string probs = act(x, m + ".probs", {s.B, s.S, s.E}, kRow);
+    op(x, m + ".softmax", "softmax", {logits}, {probs}, {{"dim", -1}});
+    std::string probs4 = act(x, m + ".probs4", {s.B, s.S, s.E, 1}, kSlots);
+    op(x, m + ".probs4", "reshape", {probs}, {probs4}, {{"shape", g.shape(probs4)}});
+    const std::string disp = at(x, m + ".dispatch");
+    std::string cw = act(x, m + ".cw", mask, kSlots);
+    op(x, m + ".cw", "mul", {disp, probs4}, {cw});
+    std::string disp2 = act(x, m + ".dispatch.flat", {s.B, s.S, s.E * s.C}, kRow);
+    op(x, m + ".dispatch.flat", "reshape", {disp}, {disp2}, {{"shape", g.shape(disp2)}});
+    std::string xin2 = act(x, m + ".xin.flat", flat, kRow);
+    op(x, m + ".xin.flat", "matmul", {disp2, n}, {xin2}, {{"transpose_a", true}});
+    std::string xin = act(x, m + ".xin", slots, kSlots);
+    op(x, m + ".xin", "reshape", {xin2}, {xin}, {{"shape", g.shape(xin)}});
+  });
+  moe_all_to_all(x0, m + ".xin", true);
+
+  // The experts, on their owner: SwiGLU over each expert's slots, the ffn
+  // split over tp.
+  const Shape ffn = {s.B, s.E, s.C, s.FE};
+  each_dp_tp([&](const Coord& x) {
+    const std::string xin = expert_side(x, m + ".xin");
+    std::string gate = act(x, m + ".gate", ffn, expert_spec(Ax::Tp));
+    op(x, m + ".gate", "matmul", {xin, weight(x, m + ".wg")}, {gate});
+    std::string up = act(x, m + ".up", ffn, expert_spec(Ax::Tp));
+    op(x, m + ".up", "matmul", {xin, weight(x, m + ".wu")}, {up});
+    std::string a = act(x, m + ".act", ffn, expert_spec(Ax::Tp));
+    op(x, m + ".silu", "silu", {gate}, {a});
+    std::string mid = act(x, m + ".mid", ffn, expert_spec(Ax::Tp));
+    op(x, m + ".mid", "mul", {a, up}, {mid});
+  });
+  for (Coord x = x0; x.d < s.dp; ++x.d)
+    tp_sum(x, m + ".out", slots, expert_spec(Ax::Full), -1, m + ".out",
+           [&](const Coord& xt, const std::string& out) {
+             op(xt, m + ".down", "matmul", {at(xt, m + ".mid"), weight(xt, m + ".wd")}, {out});
+           });
+  moe_all_to_all(x0, m + ".out", false);
+
+  // Shared expert (Megatron MLP) and the combine, on the tokens' rank.
+  const Shape sffn = {s.B, s.S, s.FS};
+  const Spec sspec = {Ax::Batch, Ax::Full, Ax::Tp};
+  each_dp_tp([&](const Coord& x) {
+    const std::string n = at(x, l + ".mn.out");
+    std::string gate = act(x, m + ".sgate", sffn, sspec);
+    op(x, m + ".sgate", "matmul", {n, weight(x, m + ".wsg")}, {gate});
+    std::string up = act(x, m + ".sup", sffn, sspec);
+    op(x, m + ".sup", "matmul", {n, weight(x, m + ".wsu")}, {up});
+    std::string a = act(x, m + ".sact", sffn, sspec);
+    op(x, m + ".ssilu", "silu", {gate}, {a});
+    std::string mid = act(x, m + ".smid", sffn, sspec);
+    op(x, m + ".smid", "mul", {a, up}, {mid});
+
+    std::string out2 = act(x, m + ".out.flat", flat, kRow);
+    op(x, m + ".out.flat", "reshape", {token_side(x, m + ".out")}, {out2},
+       {{"shape", g.shape(out2)}});
+    std::string cw2 = act(x, m + ".cw.flat", {s.B, s.S, s.E * s.C}, kRow);
+    op(x, m + ".cw.flat", "reshape", {at(x, m + ".cw")}, {cw2}, {{"shape", g.shape(cw2)}});
+    std::string y = act(x, m + ".y", hs, kRow);
+    op(x, m + ".combine", "matmul", {cw2, out2}, {y});
+  });
+  for (Coord x = x0; x.d < s.dp; ++x.d)
+    tp_sum(x, m + ".shared", hs, kRow, 1, m + ".shared",
+           [&](const Coord& xt, const std::string& out) {
+             op(xt, m + ".sdown", "matmul", {at(xt, m + ".smid"), weight(xt, m + ".wsd")}, {out});
+           });
+  each_dp_tp([&](const Coord& x) {
+    std::string sum = act(x, l + ".mlp", hs, kRow);
+    std::string shared = at(x, m + ".shared");
+    if (moe_fires("moe-combine-missing-shared", i, x)) {
+      // Masked out rather than left out, so the stage still reads the
+      // claimed shared output and its logical side stops there.
+      std::string dropped = scratch(x, m + ".shared.dropped", g.shape(shared));
+      op(x, m + ".shared.drop", "scale", {shared}, {dropped}, {{"factor", 0}});
+      shared = dropped;
+    }
+    op(x, m + ".sum", "add", {at(x, m + ".y"), shared}, {sum});
+    std::string next = resid_out(x, i + 1);
+    op(x, l + ".mlp.residual", "add", {at(x, l + ".h"), sum}, {next});
+  });
+  for (Coord x = x0; x.d < s.dp; ++x.d) reshard_resid(x, i + 1);
+}
+
+}  // namespace shardproof::planner::transformer

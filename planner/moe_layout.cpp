@@ -1,0 +1,46 @@
+// Validation of the MoE part of a transformer configuration: expert
+// parallelism, expert tensor parallelism, and the degrees MoE layers do not
+// support.
+#include <stdexcept>
+
+#include "planner/transformer.h"
+
+namespace shardproof::planner::transformer {
+
+namespace {
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+}  // namespace
+
+void Layout::init_moe() {
+  auto reject = [&](const std::string& why) {
+    throw std::invalid_argument(model.name + ": " + why);
+  };
+  ep = c.ep;
+  E = model.experts, C = model.capacity, FE = model.expert_ffn, FS = model.shared_ffn;
+  first_dense = model.first_dense;
+  if (!moe()) {
+    if (ep != 1) reject("ep applies to MoE models only");
+    return;
+  }
+  if (ep < 1) reject("ep must be >= 1 (got " + str(ep) + ")");
+  // Expert parallelism reuses the dp group: with ep == dp each dp rank owns
+  // one block of experts; an ep group inside dp (ep < dp) is not modelled.
+  if (ep != 1 && ep != dp)
+    reject("ep must be 1 or equal to dp (got ep " + str(ep) + ", dp " + str(dp) + ")");
+  if (E % ep != 0) reject("ep (" + str(ep) + ") must divide the experts (" + str(E) + ")");
+  if (FE % tp != 0)
+    reject("tp (" + str(tp) + ") must divide the expert ffn size (" + str(FE) + ")");
+  if (FS % tp != 0)
+    reject("tp (" + str(tp) + ") must divide the shared expert ffn size (" + str(FS) + ")");
+  // Routing groups are whole sequences: a context-parallel or
+  // sequence-parallel rank would hold part of a group, and its dispatch
+  // would need the other parts' slots.
+  if (cp != 1) reject("context parallelism (cp > 1) is not supported for MoE models");
+  if (sp) reject("sequence parallelism (sp) is not supported for MoE models");
+}
+
+}  // namespace shardproof::planner::transformer
