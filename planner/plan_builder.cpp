@@ -23,6 +23,12 @@ std::string fraction(int64_t p, int64_t q) {
   return std::to_string(p) + "/" + std::to_string(q);
 }
 
+Shape extent(const Slice& slice) {
+  Shape shape;
+  for (auto [lo, hi] : slice) shape.push_back(hi - lo);
+  return shape;
+}
+
 void GraphBuilder::tensor(const std::string& name, Shape shape, int rank, std::optional<Claim> of,
                           const std::string& dtype) {
   if (tensors_.count(name)) fail("tensor '" + name + "' declared twice");

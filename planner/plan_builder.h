@@ -31,6 +31,9 @@ struct Claim {
 // An exact constant as the format's "p/q" string (reduced; "3" if integral).
 std::string fraction(int64_t p, int64_t q);
 
+// The shape of a slice: the extent of each range.
+Shape extent(const Slice& slice);
+
 class GraphBuilder {
  public:
   // `logical` (parallel graphs only) is the graph claims refer to: each

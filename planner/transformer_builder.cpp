@@ -15,12 +15,6 @@ std::string str(int64_t v) {
   return std::to_string(v);
 }
 
-Shape extent(const Slice& slice) {
-  Shape shape;
-  for (auto [lo, hi] : slice) shape.push_back(hi - lo);
-  return shape;
-}
-
 }  // namespace
 
 std::string layer(int i) {
