@@ -89,10 +89,14 @@ std::optional<Report> stored_plan_report(VerdictCache& cache, const PlanIdentity
 
 Report verify_text(const std::string& path, const std::string& text, const VerifyOptions& options,
                    const std::string& base_dir) {
+  auto start = Clock::now();
   ParseResult parsed = parse_plan_text(text, path, base_dir);
   Report report;
   if (parsed.plan) {
+    const double parse = std::chrono::duration<double>(Clock::now() - start).count();
     report = verify_plan(*parsed.plan, options);
+    report.stats.phases.parse = parse;
+    report.stats.seconds += parse;
   } else if (parsed.error) {
     report.verdict = Verdict::Invalid;
     report.invalid = parsed.error;

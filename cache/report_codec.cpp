@@ -35,6 +35,12 @@ Stats stats_from_json(const json& j) {
   s.logical_ops = j.at("logical_ops").get<int64_t>();
   s.parallel_ops = j.at("parallel_ops").get<int64_t>();
   s.seconds = j.at("seconds").get<double>();
+  if (const auto p = j.find("phases"); p != j.end() && p->is_object()) {
+    s.phases.parse = p->value("parse", 0.0);
+    s.phases.cut = p->value("cut", 0.0);
+    s.phases.key = p->value("key", 0.0);
+    s.phases.decide = p->value("decide", 0.0);
+  }
   return s;
 }
 

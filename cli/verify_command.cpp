@@ -186,7 +186,7 @@ nlohmann::ordered_json in_schema_order(const nlohmann::json& report) {
                                          "elements", "ops",   "counterexample", "message"};
   static const char* const kStats[] = {"stages",       "unique_stages",    "solved",
                                        "cached",       "proven_trivially", "logical_ops",
-                                       "parallel_ops", "seconds"};
+                                       "parallel_ops", "seconds",          "phases"};
   static const char* const kError[] = {"rule", "file", "pointer", "line", "column", "message"};
   auto ordered = [](const nlohmann::json& j, const auto& keys) {
     nlohmann::ordered_json out = nlohmann::ordered_json::object();

@@ -51,6 +51,7 @@ void Service::verify(const json& id, const VerifyRequest& request, const Reply& 
     options.rlimit = request.rlimit;
     options.timeout_ms = request.timeout_ms;
     options.store = &inflight_;
+    options.identity_memo = &identity_memo_;
     options.executor = [this](const std::function<StageOutcome()>& prove) {
       ++proofs_;
       return pool_.run<StageOutcome>(prove);

@@ -17,6 +17,7 @@
 #include "daemon/inflight_store.h"
 #include "daemon/protocol.h"
 #include "daemon/worker_pool.h"
+#include "engine/stage_memo.h"
 
 namespace shardproof::daemon {
 
@@ -51,6 +52,9 @@ class Service {
   std::unique_ptr<cache::VerdictCache> cache_;
   std::unique_ptr<cache::CachedStageStore> cache_store_;
   InflightStore inflight_;
+  // Stage identities by unreduced content, across requests: a plan sent
+  // again with one layer changed reduces only that layer's stages.
+  StageIdentityMemo identity_memo_;
   WorkerPool pool_;
   std::atomic<int64_t> verifies_{0}, stages_solved_{0}, stages_cached_{0};
   std::atomic<int64_t> proofs_{0};  // stage proofs run on the pool, trivial ones included

@@ -33,6 +33,7 @@ using SliceSpec = std::vector<std::pair<int64_t, int64_t>>;
 // A parallel tensor's claim ("of"): it equals logical[slice], or is part k of n.
 struct Lineage {
   std::string tensor;  // logical tensor name
+  int logical = -1;    // its index in the logical graph (filled by the parser)
   SliceSpec slice;     // always filled (default: the whole logical tensor)
   bool has_part = false;
   int64_t part_k = 0;
@@ -49,8 +50,8 @@ struct TensorDecl {
 };
 
 struct Op {
-  std::string name;  // may be empty; display_name() falls back to "#index op"
-  std::string op;    // operator name, e.g. "matmul"
+  std::string name;          // may be empty; display_name() falls back to "#index op"
+  std::string op;            // operator name, e.g. "matmul"
   std::vector<int> in, out;  // tensor indices
   AttrMap attrs;
   std::vector<int> group;  // collectives: ranks, in group order
@@ -70,6 +71,7 @@ struct Graph {
   std::vector<Op> ops;               // as in the plan
   std::vector<int> producer;         // tensor index -> op index, -1 for inputs
   std::vector<int> topo_order;       // op indices, producers first
+  std::vector<int> topo_rank;        // op index -> its position in topo_order
   std::string source_file;           // file the graph was read from
 
   int find(const std::string& name) const;  // -1 when absent

@@ -1,5 +1,6 @@
 // Typed reads of plan JSON values, each failing with a located Diagnostic.
 #include <algorithm>
+#include <charconv>
 
 #include "engine/plan_validation.h"
 #include "engine/rational.h"
@@ -67,16 +68,28 @@ const std::string& expect_string(const Node& n, const std::string& what, const s
 
 int64_t expect_int(const Node& n, const std::string& rule, const std::string& what, int64_t lo,
                    int64_t hi) {
-  std::string range = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  if (hi == INT64_MAX)
-    range = lo == 0 ? "a non-negative integer" : lo == 1 ? "a positive integer" : range;
+  // Built only for a message: plans hold millions of integers.
+  auto range = [&] {
+    if (hi == INT64_MAX && lo == 0) return std::string("a non-negative integer");
+    if (hi == INT64_MAX && lo == 1) return std::string("a positive integer");
+    return "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  };
   if (!n->is(jsonsrc::Value::Kind::Number))
-    n.fail(rule, what + ": expected " + range + ", found " + jsonsrc::describe(n.value()));
-  std::optional<Rational> r = parse_exact_number(n->text);
-  if (!r || !rational_is_int64(*r))
-    n.fail(rule, what + ": expected " + range + ", found " + jsonsrc::describe(n.value()));
-  int64_t v = rational_to_int64(*r);
-  if (v < lo || v > hi) n.fail(rule, what + ": expected " + range + ", found " + std::to_string(v));
+    n.fail(rule, what + ": expected " + range() + ", found " + jsonsrc::describe(n.value()));
+  int64_t v = 0;
+  // Fast path: a plain decimal integer (no fraction, exponent or sign other
+  // than '-'), the form nearly every integer in a plan has.
+  const std::string& text = n->text;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || ptr != end) {
+    std::optional<Rational> r = parse_exact_number(text);
+    if (!r || !rational_is_int64(*r))
+      n.fail(rule, what + ": expected " + range() + ", found " + jsonsrc::describe(n.value()));
+    v = rational_to_int64(*r);
+  }
+  if (v < lo || v > hi)
+    n.fail(rule, what + ": expected " + range() + ", found " + std::to_string(v));
   return v;
 }
 

@@ -405,6 +405,9 @@ class GraphReader {
         if (--pending[u] == 0) ready.push(u);
     }
     if (g_.topo_order.size() != n) report_cycle(pending);
+    g_.topo_rank.assign(n, 0);
+    for (size_t r = 0; r < g_.topo_order.size(); ++r)
+      g_.topo_rank[g_.topo_order[r]] = static_cast<int>(r);
   }
 
   // Every op left unsorted has an unsorted producer: walking back from one

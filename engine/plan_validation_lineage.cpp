@@ -54,6 +54,7 @@ class LineageChecker {
     int lt = lg_.find(lin.tensor);
     if (lt < 0)
       tn.fail("lineage", what + ": the logical graph has no tensor " + quoted(lin.tensor));
+    lin.logical = lt;
     const TensorDecl& logical = lg_.tensors[lt];
     lin.slice = read_slice(n.get("slice"), logical, what);
     if (std::optional<Node> part = n.get("part")) read_part(*part, what, lin);

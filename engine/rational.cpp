@@ -73,24 +73,26 @@ std::optional<Rational> parse_exact_number(std::string_view text) {
   if (!all_digits(digits)) return std::nullopt;
   mpz_class num(digits, 10);
   mpz_class scale;
-  mpz_ui_pow_ui(scale.get_mpz_t(), 10, static_cast<unsigned long>(exponent < 0 ? -exponent : exponent));
+  mpz_ui_pow_ui(scale.get_mpz_t(), 10,
+                static_cast<unsigned long>(exponent < 0 ? -exponent : exponent));
   Rational r = exponent < 0 ? Rational(num, scale) : Rational(num * scale, 1);
   r.canonicalize();
   if (negative) r = -r;
   return r;
 }
 
-std::string rational_to_string(const Rational& value) { return value.get_str(); }
+std::string rational_to_string(const Rational& value) {
+  return value.get_str();
+}
 
 bool rational_is_int64(const Rational& value) {
   if (value.get_den() != 1) return false;
-  const mpz_class& n = value.get_num();
-  return n >= mpz_class(std::to_string(std::numeric_limits<int64_t>::min())) &&
-         n <= mpz_class(std::to_string(std::numeric_limits<int64_t>::max()));
+  static_assert(sizeof(long) == sizeof(int64_t), "mpz's long is the plan's int64");
+  return value.get_num().fits_slong_p();
 }
 
 int64_t rational_to_int64(const Rational& value) {
-  return std::stoll(value.get_num().get_str());
+  return value.get_num().get_si();
 }
 
 }  // namespace shardproof

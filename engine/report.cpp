@@ -276,7 +276,12 @@ nlohmann::json report_to_json(const Report& report) {
                 {"proven_trivially", report.stats.proven_trivially},
                 {"logical_ops", report.stats.logical_ops},
                 {"parallel_ops", report.stats.parallel_ops},
-                {"seconds", report.stats.seconds}};
+                {"seconds", report.stats.seconds},
+                {"phases",
+                 {{"parse", report.stats.phases.parse},
+                  {"cut", report.stats.phases.cut},
+                  {"key", report.stats.phases.key},
+                  {"decide", report.stats.phases.decide}}}};
 
   if (report.verdict == Verdict::Invalid) {
     json error = json::object();

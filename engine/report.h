@@ -27,22 +27,27 @@ struct Finding {
   std::string kind;    // "mismatch" (a claim is false), "unknown" (not decided), "coverage"
   std::string stage;   // stage id, e.g. "stage 3: out[0:8, 0:16]"
   std::string tensor;  // the logical tensor whose claim failed
-  std::vector<std::string> parallel_tensors;  // the claiming parallel tensors involved
+  std::vector<std::string> parallel_tensors;   // the claiming parallel tensors involved
   std::vector<std::vector<int64_t>> elements;  // differing elements, full-size indices
   std::vector<std::string> ops;                // parallel ops that produced them
-  nlohmann::json counterexample;  // input values at reduced size, and the two results
-  std::string message;            // one readable sentence
+  nlohmann::json counterexample;               // input values at reduced size, and the two results
+  std::string message;                         // one readable sentence
 };
 
 struct Stats {
-  int64_t stages = 0;          // claim stages in the plan
-  int64_t unique_stages = 0;   // distinct canonical stages (identical layers share one)
-  int64_t solved = 0;          // stages sent to the solver
-  int64_t cached = 0;          // distinct stages whose verdict came from the cache
+  int64_t stages = 0;            // claim stages in the plan
+  int64_t unique_stages = 0;     // distinct canonical stages (identical layers share one)
+  int64_t solved = 0;            // stages sent to the solver
+  int64_t cached = 0;            // distinct stages whose verdict came from the cache
   int64_t proven_trivially = 0;  // stages closed by normalisation alone
   int64_t logical_ops = 0;
   int64_t parallel_ops = 0;
   double seconds = 0;
+  // Where the time went (wall seconds): reading the plan, cutting it into
+  // stages, reducing and keying them, deciding them (store or solver).
+  struct Phases {
+    double parse = 0, cut = 0, key = 0, decide = 0;
+  } phases;
 };
 
 struct Report {

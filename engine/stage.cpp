@@ -41,9 +41,11 @@ std::vector<int> backward_cone(const Graph& g, const std::vector<int>& roots, St
     // A multi-output op computes all of its outputs.
     for (int out : g.ops[producer].out) reached_tensors.insert(out), seen.insert(out);
   }
-  std::vector<int> ordered;
-  for (int op : g.topo_order)
-    if (ops.count(op)) ordered.push_back(op);
+  // Sorted by topological rank: scanning the whole graph's order here would
+  // make cutting a plan quadratic (a stage per claim, every op per stage).
+  std::vector<int> ordered(ops.begin(), ops.end());
+  std::sort(ordered.begin(), ordered.end(),
+            [&](int a, int b) { return g.topo_rank[a] < g.topo_rank[b]; });
   return ordered;
 }
 
@@ -82,7 +84,7 @@ class StageBuilder {
     stage_.tensors.push_back(st);
     int index = static_cast<int>(stage_.tensors.size()) - 1;
     parallel_map_[t] = index;
-    if (d.of) stage_.tensors[index].logical_index = add_logical(plan_.logical.find(d.of->tensor));
+    if (d.of) stage_.tensors[index].logical_index = add_logical(d.of->logical);
     return index;
   }
 
@@ -124,10 +126,10 @@ void build_one(const Plan& plan, const GroupKey& key, const std::vector<int>& me
 
   // The cut: logical tensors the parallel stage inputs refer to.
   std::set<int> cut;
+  const std::set<int> par_op_set(par_ops.begin(), par_ops.end());
   for (int t : par_reached) {
-    bool produced_inside = par.producer[t] >= 0 && std::find(par_ops.begin(), par_ops.end(),
-                                                             par.producer[t]) != par_ops.end();
-    if (!produced_inside && par.tensors[t].of) cut.insert(log.find(par.tensors[t].of->tensor));
+    bool produced_inside = par.producer[t] >= 0 && par_op_set.count(par.producer[t]) > 0;
+    if (!produced_inside && par.tensors[t].of) cut.insert(par.tensors[t].of->logical);
   }
   // When a parallel input claims the target itself (parts all-reduced into
   // a replica, a replica forwarded by send), the claim holds for every value
@@ -176,7 +178,7 @@ std::vector<Stage> build_stages(const Plan& plan) {
   auto consider = [&](int t) {
     const TensorDecl& d = par.tensors[t];
     if (!d.of || inputs.count(t)) return;  // input claims are assumptions
-    GroupKey key{plan.logical.find(d.of->tensor), d.of->slice, d.of->has_part ? d.of->part_n : 0};
+    GroupKey key{d.of->logical, d.of->slice, d.of->has_part ? d.of->part_n : 0};
     auto& members = groups[key];
     if (members.empty()) order.push_back(key);
     if (std::find(members.begin(), members.end(), t) == members.end()) members.push_back(t);

@@ -118,14 +118,29 @@ class StageRun {
         ids_(stages.size()),
         outcomes_(stages.size()),
         sources_(stages.size()),
-        shared_(stages.size()) {}
+        shared_(stages.size()),
+        reduction_done_(stages.size(), 0) {}
 
   void run(Report& report) {
-    // Reduce and key every stage.
+    auto start = Clock::now();
+    // Key every stage: from the memo when its unreduced form was seen
+    // before (it is reduced later, only if it must be solved or its findings
+    // rendered), else by reducing it.
+    StageIdentityMemo run_memo;
+    StageIdentityMemo& memo = options_.identity_memo ? *options_.identity_memo : run_memo;
     parallel_for(options_.jobs, stages_.size(), [&](size_t i) {
-      if (options_.reduce_shapes) reduce_stage(stages_[i]);
-      ids_[i] =
-          options_.store ? stage_identity(stages_[i]) : StageIdentity{stage_key(stages_[i]), ""};
+      if (!options_.reduce_shapes) {
+        ids_[i] = stage_identity(stages_[i]);
+        return;
+      }
+      const RawStageKey raw = raw_stage_key(stages_[i]);
+      if (std::optional<StageIdentity> known = memo.find(raw)) {
+        ids_[i] = std::move(*known);
+        return;
+      }
+      ensure_reduced(i);
+      ids_[i] = stage_identity(stages_[i]);
+      memo.remember(raw, ids_[i]);
     });
     // One stage per distinct key (identical layers once).
     std::map<std::string, size_t> first_with_key;
@@ -137,6 +152,8 @@ class StageRun {
         duplicates.push_back(i);
     }
     report.stats.unique_stages = static_cast<int64_t>(unique.size());
+    auto keyed = Clock::now();
+    report.stats.phases.key = std::chrono::duration<double>(keyed - start).count();
     parallel_for(options_.jobs, unique.size(), [&](size_t u) { decide_safely(unique[u]); });
     // A duplicate of a proven stage is proven; a duplicate of a refuted one
     // gets its findings by position, in its own names; any other duplicate
@@ -149,6 +166,7 @@ class StageRun {
         copy = StageOutcome{};
         copy->status = StageStatus::Proven;
       } else if (shared_[first]) {
+        ensure_reduced(i);
         copy = decode_outcome(stages_[i], *shared_[first]);
       }
       if (!copy) {
@@ -160,6 +178,7 @@ class StageRun {
       announce(i);
     }
     parallel_for(options_.jobs, resolve.size(), [&](size_t r) { decide_safely(resolve[r]); });
+    report.stats.phases.decide = std::chrono::duration<double>(Clock::now() - keyed).count();
     combine(outcomes_, sources_, report);
   }
 
@@ -188,7 +207,13 @@ class StageRun {
       return;
     }
     if (std::optional<std::string> stored = store->lookup(ids_[i])) {
-      if (std::optional<StageOutcome> o = decode_outcome(stages_[i], *stored)) {
+      // A proven stage needs no reduced form; findings are rendered through it.
+      std::optional<StageOutcome> o = decode_outcome(stages_[i], *stored);
+      if (o && !o->findings.empty() && !reduction_done_[i]) {
+        ensure_reduced(i);
+        o = decode_outcome(stages_[i], *stored);
+      }
+      if (o) {
         shared_[i] = std::move(stored);
         record(i, std::move(*o), Source::Stored);
         return;
@@ -214,7 +239,16 @@ class StageRun {
     record(i, std::move(o), Source::Solved);
   }
 
+  // Stages keyed from the memo are still as cut; solving and rendering
+  // findings need them reduced (the same reduction the memo's key came from).
+  void ensure_reduced(size_t i) {
+    if (!options_.reduce_shapes || reduction_done_[i]) return;
+    reduce_stage(stages_[i]);
+    reduction_done_[i] = 1;
+  }
+
   StageOutcome solve(size_t i) {
+    ensure_reduced(i);
     struct Solving {
       std::atomic<int64_t>& count;
       explicit Solving(std::atomic<int64_t>& c) : count(c) { ++count; }
@@ -254,6 +288,9 @@ class StageRun {
   std::vector<Source> sources_;
   // Encoded outcome of a distinct stage, for its duplicates.
   std::vector<std::optional<std::string>> shared_;
+  // Whether reduce_stage ran on a stage (a failed reduction leaves it full
+  // size and is not retried). One byte per stage: written by one thread each.
+  std::vector<char> reduction_done_;
   std::atomic<int64_t> solving_{0};
   std::mutex progress_mutex_;
   int64_t done_ = 0, cached_ = 0;
@@ -273,6 +310,7 @@ Report verify_plan(const Plan& plan, const VerifyOptions& options) {
   report.stats.parallel_ops = static_cast<int64_t>(plan.parallel.ops.size());
   try {
     std::vector<Stage> stages = build_stages(plan);
+    report.stats.phases.cut = std::chrono::duration<double>(Clock::now() - start).count();
     report.stats.stages = static_cast<int64_t>(stages.size());
     StageRun(stages, options).run(report);
   } catch (const std::exception& e) {
@@ -284,6 +322,7 @@ Report verify_plan(const Plan& plan, const VerifyOptions& options) {
 }
 
 Report verify_plan_file(const std::string& path, const VerifyOptions& options) {
+  auto start = Clock::now();
   ParseResult parsed;
   try {
     parsed = parse_plan_file(path);
@@ -291,8 +330,11 @@ Report verify_plan_file(const std::string& path, const VerifyOptions& options) {
     parsed.io_error = std::string("unexpected error while reading the plan: ") + e.what();
   }
   if (parsed.plan) {
+    const double parse = std::chrono::duration<double>(Clock::now() - start).count();
     Report report = verify_plan(*parsed.plan, options);
     report.plan_path = path;
+    report.stats.phases.parse = parse;
+    report.stats.seconds += parse;
     return report;
   }
   Report report;

@@ -8,6 +8,7 @@
 
 #include "engine/ir.h"
 #include "engine/report.h"
+#include "engine/stage_memo.h"
 #include "engine/stage_store.h"
 
 namespace shardproof {
@@ -39,6 +40,9 @@ struct VerifyOptions {
   StageVerdictStore* store = nullptr;
   // Where proofs run (empty: on the verifier's own threads).
   SolveExecutor executor;
+  // Stage identities already known by unreduced content, kept across runs
+  // (a daemon's); null: a memo of this run only.
+  StageIdentityMemo* identity_memo = nullptr;
 };
 
 // Reads, validates and verifies a plan file. Never throws: I/O problems are
