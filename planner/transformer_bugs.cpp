@@ -72,7 +72,11 @@ const std::vector<BugSpec>& table() {
         "per rank: rank 0 gets only gate columns and uses half of them as up",
         "fused weight split with the wrong layout (gate/up or QKV)"},
        [](const Layout& s) { return needs(s.tp >= 2, "tp >= 2"); },
-       [](const Layout& s) { return in_ref(s, "gate"); }},
+       // Every tp rank's gate or up is wrong (rank 0's up, the last rank's
+       // gate, middle ranks' both), all at the same depth; the first in the
+       // parallel topological order, the report's first finding, is rank
+       // 0's up: its gate columns are its own gate block, so its gate holds.
+       [](const Layout& s) { return in_ref(s, "up"); }},
       {{"kv-heads-not-replicated",
         "with tp above the kv-head count, tp rank t loads kv head t % kv_heads instead of the "
         "head its query group uses",

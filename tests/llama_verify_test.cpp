@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "planner/planner.h"
 #include "tests/test_support.h"
 
@@ -126,6 +128,23 @@ TEST_P(LlamaBug, IsFoundWhereItFirstShows) {
   bool named = false;
   for (const Finding& f : r.findings) named = named || f.tensor == expected;
   EXPECT_TRUE(named) << "no finding names " << expected << "\n" << testing::explain(r);
+}
+
+// The contiguous gate/up cut breaks rank 0's up and rank 1's gate, both one
+// matmul from the weight; the report lists rank 0's first, so that is the
+// tensor the plan must record (it once recorded the gate: a user reading the
+// first finding saw another tensor than meta.bug_first_tensor).
+TEST(LlamaBugFirstFinding, FusedGateUpContiguousIsRankZerosUp) {
+  PlanConfig c = cfg(1, 1, 2, 1, 1);
+  c.bug = "fused-gate-up-contiguous";
+  const nlohmann::json plan = planner::generate_plan("llama3-tiny", c);
+  EXPECT_EQ(plan["meta"]["bug_first_tensor"], "l0.up");
+  Report r = testing::verify_json(plan, "fused-gate-up-first");
+  EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].tensor, plan["meta"]["bug_first_tensor"]) << testing::explain(r);
+  EXPECT_EQ(r.findings[0].parallel_tensors, std::vector<std::string>{"dp0.tp0.pp0.mb0.l0.up"})
+      << testing::explain(r);
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, LlamaBug, ::testing::ValuesIn(bug_names()),
