@@ -73,6 +73,7 @@ void rename_files(Report& r, const std::string& root, const std::string& display
 // One plan to verify, and how to tell the user about it.
 struct Work {
   std::string file;          // the file verified
+  std::string display;       // its name for the user: its repository path, from the cwd
   std::string root;          // the directory standing for the repository root in `file`
   std::string display_root;  // what `root` becomes in the report
   std::string origin;        // why it is checked, when not simply staged
@@ -158,6 +159,7 @@ std::vector<Work> prepare(hooks::Git& git, const hooks::Selection& selection,
   for (const hooks::SelectedPlan& plan : selection.plans) {
     Work w;
     w.file = staged_root + plan.path;
+    w.display = git.display_path(plan.path);
     w.root = staged_root;
     w.display_root = top_from_cwd;
     if (plan.reason != "changed") w.origin = " [" + plan.reason + "]";
@@ -182,6 +184,7 @@ std::vector<Work> prepare(hooks::Git& git, const hooks::Selection& selection,
       root = index_copy;
     }
     Work w;
+    w.display = git.display_path(job.plan);
     w.root = root;
     w.display_root = top_from_cwd;
     w.origin = " [regenerated from " + git.display_path(job.config) + "]";
@@ -225,6 +228,7 @@ int verify_all(const std::vector<Work>& work, const HooksArgs& args,
     if (!verifier) verifier.emplace(verify_args);
     Report report = verifier->verify(w.file, options);
     rename_files(report, w.root, w.display_root);
+    report.plan_path = w.display;
     if (args.full)
       std::cout << report_to_text(report);
     else if (report.verdict == Verdict::Equivalent)
