@@ -64,4 +64,17 @@ struct CacheArgs {
 CLI::App* add_cache_command(CLI::App& app, CacheArgs& args);
 int run_cache_command(const CacheArgs& args);
 
+struct HooksArgs {
+  std::string action;                        // install, uninstall, run, affected
+  std::vector<std::string> files;            // run, affected: the changed files (default: see docs)
+  std::string base;                          // affected: the changes since this ref's merge base
+  bool full = false;                         // run: the full verify report of each plan
+  bool no_daemon = false;                    // run: verify in this process
+  int jobs = 0;                              // run: solver threads of a daemon it starts
+  uint64_t rlimit = VerifyOptions{}.rlimit;  // run: as verify's
+  unsigned timeout_ms = VerifyOptions{}.timeout_ms;
+};
+CLI::App* add_hooks_command(CLI::App& app, HooksArgs& args);
+int run_hooks_command(const HooksArgs& args);
+
 }  // namespace shardproof::cli

@@ -26,10 +26,12 @@ int main(int argc, char** argv) {
   PlanArgs plan_args;
   DaemonArgs daemon_args;
   CacheArgs cache_args;
+  HooksArgs hooks_args;
   CLI::App* verify = add_verify_command(app, verify_args);
   CLI::App* plan = add_plan_command(app, plan_args);
   CLI::App* daemon = add_daemon_command(app, daemon_args);
   CLI::App* cache = add_cache_command(app, cache_args);
+  CLI::App* hooks = add_hooks_command(app, hooks_args);
   CLI::App* version = add_version_command(app);
 
   try {
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
     if (plan->parsed()) return run_plan(plan_args);
     if (daemon->parsed()) return run_daemon_command(daemon_args);
     if (cache->parsed()) return run_cache_command(cache_args);
+    if (hooks->parsed()) return run_hooks_command(hooks_args);
     if (version->parsed()) return run_version();
   } catch (const std::exception& e) {
     std::cerr << "shardproof: internal error: " << e.what() << "\n";

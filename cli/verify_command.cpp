@@ -5,21 +5,14 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <exception>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <mutex>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
-#include "cache/cached_verify.h"
 #include "cli/commands.h"
-#include "cli/local_cache.h"
-#include "cli/verify_backend.h"
-#include "daemon/plan_text.h"
+#include "cli/plan_verifier.h"
 #include "engine/report.h"
 #include "engine/verifier.h"
 
@@ -60,121 +53,6 @@ class ProgressLine {
   bool shown_ = false;
   std::chrono::steady_clock::time_point last_;
   std::mutex mutex_;
-};
-
-// The engine straight from the files: for plans that cannot be read or are
-// invalid, so the report names the real files, lines and columns.
-Report verify_from_files(const std::string& path, const VerifyOptions& options) {
-  // verify_plan_file promises not to throw; a slip must still become a
-  // report, not a crash that loses the other plans' answers.
-  try {
-    return verify_plan_file(path, options);
-  } catch (const std::exception& e) {
-    Report r;
-    r.plan_path = path;
-    r.verdict = Verdict::InternalError;
-    r.error = std::string("unexpected exception: ") + e.what();
-    return r;
-  }
-}
-
-// The plan file's text; nullopt when it cannot be read (the engine then
-// reports why, from the file).
-std::optional<std::string> read_plan(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  // One read into the final string: plans run to megabytes, and a warm
-  // verify is otherwise little more than this.
-  std::string text;
-  uintmax_t size = std::filesystem::file_size(path, ec);
-  if (!ec && size > 0) {
-    text.resize(size);
-    in.read(text.data(), static_cast<std::streamsize>(size));
-    text.resize(static_cast<size_t>(in.gcount()));
-  }
-  if (ec || in.bad()) {  // not a regular file (a pipe, /dev/stdin): stream it
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    text = buf.str();
-  }
-  if (in.bad()) return std::nullopt;
-  return text;
-}
-
-std::string plan_dir(const std::string& path) {
-  return std::filesystem::path(path).parent_path().string();
-}
-
-// Sends plans to the chosen backend, and to the engine in this process when
-// the daemon cannot be reached or goes away.
-class PlanVerifier {
- public:
-  explicit PlanVerifier(const VerifyArgs& args) : args_(args) {
-    if (args.no_cache) {
-      backend_ = std::make_unique<InProcessBackend>(nullptr);
-    } else if (args.no_daemon) {
-      backend_ = in_process();
-    } else {
-      std::vector<std::string> run_args;
-      if (args.jobs > 0) run_args = {"--jobs", std::to_string(args.jobs)};
-      Status status;
-      backend_ = connect_daemon(run_args, &status);
-      if (!backend_) {
-        warn("not using the daemon: " + status.message());
-        backend_ = in_process();
-      }
-    }
-  }
-
-  Report verify(const std::string& path, const VerifyOptions& options) {
-    VerifyOptions plain = options;
-    plain.progress = nullptr;
-    std::optional<std::string> original = read_plan(path);
-    if (!original) return verify_from_files(path, plain);
-    // What the backends take: the plan with its graph files inlined. When
-    // that fails, or the plan is invalid, the engine parses the original text
-    // as it parses a file, so the report names the real files, lines and
-    // columns (without reading the plan twice: it may be a pipe).
-    std::optional<std::string> text = original;
-    if (daemon::has_graph_references(*original)) {
-      std::string why;
-      text = daemon::inline_graph_references(*original, plan_dir(path), &why);
-    }
-    if (!text) return cache::verify_text(path, *original, plain, plan_dir(path));
-    std::optional<Report> report;
-    try {
-      report = backend_->verify(path, *text, options);
-    } catch (const std::exception&) {
-      report.reset();  // treated as the daemon failing: verified in process below
-    }
-    if (!report) {
-      auto* daemon = dynamic_cast<DaemonBackend*>(backend_.get());
-      warn("the daemon failed (" + (daemon ? daemon->last_error() : std::string("?")) + ")");
-      backend_ = in_process();
-      report = backend_->verify(path, *text, options);
-    }
-    if (report->verdict == Verdict::Invalid)
-      return cache::verify_text(path, *original, plain, plan_dir(path));
-    return *report;
-  }
-
- private:
-  std::unique_ptr<VerifyBackend> in_process() {
-    Status status;
-    std::unique_ptr<cache::VerdictCache> c = open_local_cache(&status);
-    if (!c) warn("verifying without the cache: " + status.message());
-    if (!args_.no_daemon && !args_.no_cache) warn("verifying in process");
-    return std::make_unique<InProcessBackend>(std::move(c));
-  }
-
-  static void warn(const std::string& message) {
-    std::cerr << "shardproof: warning: " << message << "\n";
-  }
-
-  const VerifyArgs& args_;
-  std::unique_ptr<VerifyBackend> backend_;
 };
 
 // nlohmann::json sorts keys; a person reading the report wants the verdict

@@ -16,6 +16,7 @@ packages=(
   libz3-dev libgmp-dev liblmdb-dev libxxhash-dev libuv1-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev googletest
   time  # GNU time: peak memory in bench/run.sh
+  git   # the pre-commit hook and its tests (tests/hooks_e2e.sh)
 )
 
 missing=()

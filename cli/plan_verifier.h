@@ -1,0 +1,31 @@
+// Verifies plan files one after the other through the daemon (started when
+// none answers) or in process, as `verify` and `hooks run` do: the plan's
+// graph files are inlined before it is sent, an invalid plan is reported
+// from its real files, and a daemon that fails is replaced by the engine in
+// this process (with a warning on stderr).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/verify_backend.h"
+#include "engine/report.h"
+#include "engine/verifier.h"
+
+namespace shardproof::cli {
+
+class PlanVerifier {
+ public:
+  // Uses args.no_daemon, args.no_cache and args.jobs (for a daemon it starts).
+  explicit PlanVerifier(const VerifyArgs& args);
+  Report verify(const std::string& path, const VerifyOptions& options);
+
+ private:
+  std::unique_ptr<VerifyBackend> in_process();
+
+  VerifyArgs args_;
+  std::unique_ptr<VerifyBackend> backend_;
+};
+
+}  // namespace shardproof::cli
