@@ -82,11 +82,13 @@ PlanVerifier::PlanVerifier(const VerifyArgs& args) : args_(args) {
   }
 }
 
-Report PlanVerifier::verify(const std::string& path, const VerifyOptions& options) {
+Report PlanVerifier::verify(const std::string& path, const VerifyOptions& options,
+                            std::optional<std::string>* text_read) {
   VerifyOptions plain = options;
   plain.progress = nullptr;
   std::optional<std::string> original = read_plan(path);
   if (!original) return verify_from_files(path, plain);
+  if (text_read) *text_read = original;
   // What the backends take: the plan with its graph files inlined. When
   // that fails, or the plan is invalid, the engine parses the original text
   // as it parses a file, so the report names the real files, lines and

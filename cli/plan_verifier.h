@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
@@ -19,7 +20,10 @@ class PlanVerifier {
  public:
   // Uses args.no_daemon, args.no_cache and args.jobs (for a daemon it starts).
   explicit PlanVerifier(const VerifyArgs& args);
-  Report verify(const std::string& path, const VerifyOptions& options);
+  // `text_read`, when given, receives the plan's text as read (left alone
+  // when it could not be read): the CI formats look up where findings are.
+  Report verify(const std::string& path, const VerifyOptions& options,
+                std::optional<std::string>* text_read = nullptr);
 
  private:
   std::unique_ptr<VerifyBackend> in_process();

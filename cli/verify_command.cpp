@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/formats/report_formats.h"
 #include "cli/plan_verifier.h"
 #include "engine/report.h"
 #include "engine/verifier.h"
@@ -86,9 +87,9 @@ nlohmann::ordered_json in_schema_order(const nlohmann::json& report) {
   return out;
 }
 
-std::string summary_line(const std::vector<Report>& reports) {
+std::string summary_line(const std::vector<LocatedReport>& reports) {
   int counts[5] = {0, 0, 0, 0, 0};
-  for (const Report& r : reports) counts[verdict_exit_code(r.verdict)]++;
+  for (const LocatedReport& r : reports) counts[verdict_exit_code(r.report.verdict)]++;
   const Verdict order[] = {Verdict::Equivalent, Verdict::NotEquivalent, Verdict::Invalid,
                            Verdict::Unknown, Verdict::InternalError};
   std::string out = std::to_string(reports.size()) + " plans:";
@@ -109,8 +110,10 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
                                      "Prove that each plan's parallel graph computes "
                                      "exactly what its logical graph computes");
   cmd->add_option("plans", args.plans, "Plan files (format shardproof-plan/1)")->required();
-  cmd->add_option("--format", args.format, "Output format")
-      ->check(CLI::IsMember({"text", "json"}))
+  cmd->add_option("--format", args.format,
+                  "Output format: text, json, or for CI github (workflow commands), junit (XML), "
+                  "sarif (2.1.0)")
+      ->check(CLI::IsMember({"text", "json", "github", "junit", "sarif"}))
       ->capture_default_str();
   cmd->add_option("--jobs,-j", args.jobs, "Solver threads (0: all cores)")
       ->check(CLI::NonNegativeNumber)
@@ -138,36 +141,47 @@ int run_verify(const VerifyArgs& args) {
   // Progress is for people: never written into a pipe or a CI log.
   ProgressLine progress(!args.quiet && isatty(STDERR_FILENO));
 
+  // Annotations name lines: github and sarif look findings up in the plan.
+  const bool locate = args.format == "github" || args.format == "sarif";
   PlanVerifier verifier(args);
-  std::vector<Report> reports;
+  std::vector<LocatedReport> reports;
   Verdict worst = Verdict::Equivalent;
   for (const std::string& path : args.plans) {
     options.progress = progress.callback(path);
-    reports.push_back(verifier.verify(path, options));
+    std::optional<std::string> text;
+    Report report = verifier.verify(path, options, locate ? &text : nullptr);
     progress.clear();
-    if (verdict_severity(reports.back().verdict) > verdict_severity(worst)) {
-      worst = reports.back().verdict;
-    }
-    // Text reports stream as they finish: a long batch shows answers early.
+    reports.push_back(locate_report(std::move(report), text ? &*text : nullptr));
+    const Report& r = reports.back().report;
+    if (verdict_severity(r.verdict) > verdict_severity(worst)) worst = r.verdict;
+    // Text and github reports stream as they finish: a long batch shows
+    // answers early.
     if (args.format == "text") {
       if (reports.size() > 1) std::cout << "\n";
-      std::cout << report_to_text(reports.back()) << std::flush;
+      std::cout << report_to_text(r) << std::flush;
+    } else if (args.format == "github") {
+      std::cout << render_github(reports.back()) << std::flush;
     }
   }
 
   if (args.format == "json") {
     nlohmann::ordered_json out;
     if (reports.size() == 1) {
-      out = in_schema_order(report_to_json(reports.front()));
+      out = in_schema_order(report_to_json(reports.front().report));
     } else {
       out = nlohmann::ordered_json::array();
-      for (const Report& r : reports) out.push_back(in_schema_order(report_to_json(r)));
+      for (const LocatedReport& r : reports)
+        out.push_back(in_schema_order(report_to_json(r.report)));
     }
     // Messages may quote bytes of a garbage input; invalid UTF-8 is replaced
     // (U+FFFD) rather than thrown, so the report is always valid JSON.
     std::cout << out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+  } else if (args.format == "junit") {
+    std::cout << render_junit(reports);
+  } else if (args.format == "sarif") {
+    std::cout << render_sarif(reports);
   } else if (reports.size() > 1) {
-    std::cout << "\n" << summary_line(reports) << "\n";
+    std::cout << (args.format == "text" ? "\n" : "") << summary_line(reports) << "\n";
   }
   std::cout.flush();
   if (!std::cout) return kExitInternal;  // stdout closed: the answer was lost

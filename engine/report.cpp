@@ -1,5 +1,7 @@
 // Verdict names, exit codes and the two renderings of a Report (text for a
-// person, JSON for tools). The JSON schema is documented in docs/cli.md.
+// person, JSON for tools), whose pieces (headline, finding text and summary)
+// the CI formats in cli/formats/ reuse. The JSON schema is documented in
+// docs/cli.md.
 #include "engine/report.h"
 
 #include <algorithm>
@@ -208,7 +210,7 @@ int verdict_severity(Verdict v) {
   return 4;
 }
 
-std::string report_to_text(const Report& report) {
+std::string report_headline(const Report& report) {
   std::ostringstream out;
   out << display_path(report) << ": " << verdict_title(report.verdict);
   if (report.verdict != Verdict::Invalid && report.verdict != Verdict::InternalError) {
@@ -217,7 +219,12 @@ std::string report_to_text(const Report& report) {
     if (report.stats.cached > 0) out << report.stats.cached << " cached, ";
     out << format_seconds(report.stats.seconds) << ")";
   }
-  out << "\n";
+  return out.str();
+}
+
+std::string report_to_text(const Report& report) {
+  std::ostringstream out;
+  out << report_headline(report) << "\n";
 
   if (report.verdict == Verdict::Invalid) {
     if (report.invalid) {
@@ -230,20 +237,39 @@ std::string report_to_text(const Report& report) {
     out << "  " << report.error << "\n";
   }
 
-  for (const Finding& f : report.findings) {
-    out << "  " << (f.kind.empty() ? "finding" : f.kind);
-    if (!f.stage.empty()) out << " in " << f.stage;
-    out << "\n";
-    if (!f.tensor.empty()) out << "    logical tensor: " << f.tensor << "\n";
-    if (!f.elements.empty()) out << "    elements: " << elements_to_text(f.elements) << "\n";
-    if (!f.parallel_tensors.empty()) {
-      out << "    parallel tensors: " << join(f.parallel_tensors, ", ") << "\n";
-    }
-    if (!f.ops.empty()) out << "    ops: " << join(f.ops, ", ") << "\n";
-    counterexample_to_text(f.counterexample, out);
-    if (!f.message.empty()) out << "    " << f.message << "\n";
-  }
+  for (const Finding& f : report.findings) out << finding_to_text(f);
   return out.str();
+}
+
+std::string finding_to_text(const Finding& f) {
+  std::ostringstream out;
+  out << "  " << (f.kind.empty() ? "finding" : f.kind);
+  if (!f.stage.empty()) out << " in " << f.stage;
+  out << "\n";
+  if (!f.tensor.empty()) out << "    logical tensor: " << f.tensor << "\n";
+  if (!f.elements.empty()) out << "    elements: " << elements_to_text(f.elements) << "\n";
+  if (!f.parallel_tensors.empty()) {
+    out << "    parallel tensors: " << join(f.parallel_tensors, ", ") << "\n";
+  }
+  if (!f.ops.empty()) out << "    ops: " << join(f.ops, ", ") << "\n";
+  counterexample_to_text(f.counterexample, out);
+  if (!f.message.empty()) out << "    " << f.message << "\n";
+  return out.str();
+}
+
+std::string finding_summary(const Finding& f) {
+  std::string out = f.kind.empty() ? "finding" : f.kind;
+  if (!f.stage.empty()) out += " in " + f.stage;
+  std::vector<std::string> parts;
+  if (!f.tensor.empty()) parts.push_back("logical tensor " + f.tensor);
+  if (!f.elements.empty()) parts.push_back("elements " + elements_to_text(f.elements));
+  if (!f.parallel_tensors.empty()) {
+    parts.push_back("parallel tensors " + join(f.parallel_tensors, ", "));
+  }
+  if (!f.ops.empty()) parts.push_back("ops " + join(f.ops, ", "));
+  if (!parts.empty()) out += ": " + join(parts, "; ");
+  if (!f.message.empty()) out += ". " + f.message;
+  return out;
 }
 
 nlohmann::json report_to_json(const Report& report) {

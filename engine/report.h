@@ -61,8 +61,15 @@ struct Report {
   Stats stats;
 };
 
+// The verdict line, without a newline: "plan.json: NOT EQUIVALENT (4 stages, ...)".
+std::string report_headline(const Report& report);
 // One verdict line, then each finding readable by a person.
 std::string report_to_text(const Report& report);
+// One finding as report_to_text shows it: indented lines, counterexample included.
+std::string finding_to_text(const Finding& finding);
+// One finding on one line: kind, stage, logical tensor, elements (the first
+// few), parallel tensors, ops, then the finding's sentence.
+std::string finding_summary(const Finding& finding);
 // {"verdict", "findings", "stats", "plan", ...}: see docs/cli.md.
 nlohmann::json report_to_json(const Report& report);
 
