@@ -1,6 +1,7 @@
 #include "engine/stage.h"
 
 #include "engine/demanded_region.h"
+#include "engine/parallel_for.h"
 
 #include <algorithm>
 #include <map>
@@ -170,7 +171,7 @@ std::string slice_to_string(const std::string& tensor, const SliceSpec& slice) {
   return s + "]";
 }
 
-std::vector<Stage> build_stages(const Plan& plan) {
+std::vector<Stage> build_stages(const Plan& plan, int jobs) {
   const Graph& par = plan.parallel;
   std::map<GroupKey, std::vector<int>> groups;
   std::vector<GroupKey> order;  // first appearance in the parallel topological order
@@ -186,11 +187,13 @@ std::vector<Stage> build_stages(const Plan& plan) {
   for (int op : par.topo_order)
     for (int t : par.ops[op].out) consider(t);
 
+  std::vector<const std::vector<int>*> members(order.size());
+  for (size_t i = 0; i < order.size(); ++i) members[i] = &groups[order[i]];
   std::vector<Stage> stages(order.size());
-  for (size_t i = 0; i < order.size(); ++i) {
+  parallel_for(jobs, order.size(), [&](size_t i) {  // each stage reads the plan only
     stages[i].id = static_cast<int>(i) + 1;
-    build_one(plan, order[i], groups[order[i]], stages[i]);
-  }
+    build_one(plan, order[i], *members[i], stages[i]);
+  });
   return stages;
 }
 

@@ -110,8 +110,9 @@ struct Stage {
   int64_t element_count() const;
 };
 
-// Cuts the plan into one stage per claim group, in a deterministic order.
-std::vector<Stage> build_stages(const Plan& plan);
+// Cuts the plan into one stage per claim group, in a deterministic order,
+// on up to `jobs` threads (0: one per core).
+std::vector<Stage> build_stages(const Plan& plan, int jobs = 1);
 
 // "out[0:8, 0:16]" for messages.
 std::string slice_to_string(const std::string& tensor, const SliceSpec& slice);

@@ -10,6 +10,7 @@
 
 #include "engine/canonical.h"
 #include "engine/outcome_codec.h"
+#include "engine/parallel_for.h"
 #include "engine/plan_parser.h"
 #include "engine/shape_reduction.h"
 #include "engine/stage.h"
@@ -19,12 +20,6 @@ namespace shardproof {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int worker_count(int requested, size_t work) {
-  int n = requested > 0 ? requested : static_cast<int>(std::thread::hardware_concurrency());
-  if (n < 1) n = 1;
-  return static_cast<int>(std::min<size_t>(n, std::max<size_t>(work, 1)));
-}
 
 // Where a stage's outcome came from in this run.
 enum class Source { Solved, Stored, Duplicate };
@@ -91,19 +86,6 @@ void combine(const std::vector<StageOutcome>& outcomes, const std::vector<Source
   // Mismatches first: they are what the user must act on.
   std::stable_partition(report.findings.begin(), report.findings.end(),
                         [](const Finding& f) { return f.kind == "mismatch"; });
-}
-
-// Runs body(0..n-1) on up to `jobs` threads (0: all cores).
-void parallel_for(int jobs, size_t n, const std::function<void(size_t)>& body) {
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < n; i = next++) body(i);
-  };
-  std::vector<std::thread> threads;
-  int count = worker_count(jobs, n);
-  for (int i = 1; i < count; ++i) threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads) t.join();
 }
 
 // Decides the stages of one plan: each distinct stage once (from the store
@@ -309,7 +291,7 @@ Report verify_plan(const Plan& plan, const VerifyOptions& options) {
   report.stats.logical_ops = static_cast<int64_t>(plan.logical.ops.size());
   report.stats.parallel_ops = static_cast<int64_t>(plan.parallel.ops.size());
   try {
-    std::vector<Stage> stages = build_stages(plan);
+    std::vector<Stage> stages = build_stages(plan, options.jobs);
     report.stats.phases.cut = std::chrono::duration<double>(Clock::now() - start).count();
     report.stats.stages = static_cast<int64_t>(stages.size());
     StageRun(stages, options).run(report);
