@@ -67,35 +67,52 @@ while IFS= read -r line; do
     "$(field "$r" stats.solved) | $(elapsed "$t1" "$t2") | $mib | $(field "$r" verdict) |"
 done <<<"$PLANS"
 
-# Bug hunt: every bug of the catalogue on the first base configuration it
-# applies to (the same candidates as tests/llama_verify_test.cpp).
-bases=("--dp 2 --tp 2 --pp 2 --microbatches 2" "--dp 2 --tp 2 --pp 2 --microbatches 2 --sp"
+# Bug hunt: every bug of each catalogue on the first base configuration it
+# applies to (the same candidates as tests/llama_verify_test.cpp and
+# tests/moe_verify_test.cpp); a bug both catalogues list is hunted once.
+llama_bases=("--dp 2 --tp 2 --pp 2 --microbatches 2" "--dp 2 --tp 2 --pp 2 --microbatches 2 --sp"
   "--dp 2 --tp 2 --pp 2 --microbatches 2 --cp 2" "--dp 2 --tp 2 --pp 2 --microbatches 2 --zero 1"
-  "--dp 2 --tp 2 --pp 2 --microbatches 2 --tie-embeddings" "--tp 4 --layers 2" "--pp 2")
+  "--dp 2 --tp 2 --pp 2 --microbatches 2 --tie-embeddings" "--tp 4 --layers 2" "--pp 2"
+  "--tp 2 --bias" "--tp 2 --reshard-residual" "--tp 16")
+moe_bases=("--dp 2 --ep 2 --tp 2 --pp 2 --microbatches 2" "--dp 2 --tp 2 --pp 2 --microbatches 2"
+  "--dp 2 --ep 2 --tp 2 --pp 2 --microbatches 2 --zero 1" "--tp 2 --pp 2"
+  "--dp 2 --ep 2 --tp 2 --batch 4")
+MOE_BUGS_MODEL="${MOE_BUGS_MODEL:-deepseek-v3}"
+MOE_BUGS_DEPTH="${MOE_BUGS_DEPTH:---layers 4}"  # its first MoE layer is layer 3
 echo
-echo "| bug ($BUGS_MODEL $BUGS_DEPTH) | configuration | seconds | verdict | finding at expected tensor |"
+echo "| bug | configuration | seconds | verdict | finding at expected tensor |"
 echo "|---|---|---|---|---|"
 total_start=$(now)
 found=0
 count=0
-for bug in $("$cli" plan "$BUGS_MODEL" --list-bugs | cut -d' ' -f1); do
-  for base in "${bases[@]}"; do
-    read -r -a opts <<<"$BUGS_DEPTH $base"
-    "$cli" plan "$BUGS_MODEL" "${opts[@]}" --bug "$bug" -o "$work/bug.json" 2>/dev/null || continue
-    expected=$(field "$work/bug.json" meta.bug_first_tensor)
-    t0=$(now)
-    "$cli" verify "${verify_flags[@]}" "$work/bug.json" >"$work/report.json" 2>"$work/err" || true
-    t1=$(now)
-    verdict=$(field "$work/report.json" verdict)
-    named=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))
+hunted=" "
+hunt() {  # model, depth, bases...
+  local model="$1" depth="$2" bug base expected t0 t1 verdict named
+  shift 2
+  for bug in $("$cli" plan "$model" --list-bugs | cut -d' ' -f1); do
+    [[ "$hunted" == *" $bug "* ]] && continue
+    for base in "$@"; do
+      read -r -a opts <<<"$depth $base"
+      "$cli" plan "$model" "${opts[@]}" --bug "$bug" -o "$work/bug.json" 2>/dev/null || continue
+      expected=$(field "$work/bug.json" meta.bug_first_tensor)
+      t0=$(now)
+      "$cli" verify "${verify_flags[@]}" "$work/bug.json" >"$work/report.json" 2>"$work/err" || true
+      t1=$(now)
+      verdict=$(field "$work/report.json" verdict)
+      named=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))
 print("yes" if any(f.get("tensor")==sys.argv[2] for f in r.get("findings",[])) else "no")' \
-      "$work/report.json" "$expected")
-    count=$((count + 1))
-    [[ "$verdict" == "not-equivalent" && "$named" == yes ]] && found=$((found + 1))
-    echo "| $bug | ${opts[*]} | $(elapsed "$t0" "$t1") | $verdict | $named ($expected) |"
-    break
+        "$work/report.json" "$expected")
+      count=$((count + 1))
+      hunted+="$bug "
+      [[ "$verdict" == "not-equivalent" && "$named" == yes ]] && found=$((found + 1))
+      echo "| $bug | $model ${opts[*]} | $(elapsed "$t0" "$t1") | $verdict | $named ($expected) |"
+      break
+    done
   done
-done
+}
+hunt "$BUGS_MODEL" "$BUGS_DEPTH" "${llama_bases[@]}"
+"$cli" plan --list-models 2>/dev/null | grep -qx "$MOE_BUGS_MODEL" &&
+  hunt "$MOE_BUGS_MODEL" "$MOE_BUGS_DEPTH" "${moe_bases[@]}"
 echo
-echo "bugs found: $found of $count in $(elapsed "$total_start" "$(now)") s (verify time only:" \
-  "generation excluded per row; the total includes it)"
+echo "bugs found: $found of $count in $(elapsed "$total_start" "$(now)") s (plan generation" \
+  "included in the total, not in the per-bug seconds)"

@@ -74,6 +74,7 @@ std::optional<Report> stored_plan_report(VerdictCache& cache, const PlanIdentity
   hit->plan_path = path;
   hit->stats.solved = 0;
   hit->stats.cached = hit->stats.unique_stages;
+  hit->stats.phases = {};  // this answer read no plan and cut no stage
   hit->stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (options.progress) {
     VerifyProgress p;

@@ -328,7 +328,14 @@ class LineMaps {
   // Reduced position of boundary p on line `root`.
   int64_t map(int root, int64_t p, int depth = 0) const {
     const AxisLines::Product* prod = depth < 16 ? lines_.product_of(root) : nullptr;
-    if (!prod) return plain_.at(root).map(p);
+    if (!prod) {
+      const LineMap& m = plain_.at(root);
+      // A frozen line keeps every position, boundary or not: a relation
+      // dropped as contradictory (a wrong-offset bug) leaves its offsets
+      // unregistered, and they must still map.
+      if (frozen(root)) return p - m.bounds.front() + m.reduced.front();
+      return m.map(p);
+    }
     auto [major_root, major_offset] = lines_.find(prod->major);
     int64_t m = lines_.length(prod->minor);
     int64_t q = (p - lines_.find(prod->whole).second) / m;
@@ -720,9 +727,10 @@ void layout(const AxisLines& lines, const PositionLines& positions, LineMaps& ma
 
 // One reduction attempt under `restrictions`. Returns kOk, a Failure, or the
 // index of an op whose reduced shapes do not check; for kConstant,
-// `opaque` lists the tensors whose value lines must keep full size.
+// `opaque` lists the tensors whose value lines must keep full size; for
+// kLineage, `claim` is the parallel tensor whose claim no longer fits.
 int attempt(const Stage& original, const Restrictions& restrictions, Stage& result,
-            std::vector<int>& opaque) {
+            std::vector<int>& opaque, int& claim) {
   const OpRegistry& registry = OpRegistry::instance();
   AxisLines lines(original);
   PositionFacts facts = position_facts(original);
@@ -758,7 +766,10 @@ int attempt(const Stage& original, const Restrictions& restrictions, Stage& resu
         int la = lines.axis(st.logical_index, d);
         auto& range = st.of->slice[d];
         range = {map_axis(la, range.first), map_axis(la, range.second)};
-        if (range.second - range.first != st.shape[d]) return kLineage;
+        if (range.second - range.first != st.shape[d]) {
+          claim = static_cast<int>(t);
+          return kLineage;
+        }
       }
   }
   for (size_t d = 0; d < result.slice.size(); ++d) {
@@ -795,9 +806,10 @@ void reduce_stage(Stage& stage) {
   for (int round = 0; round < 16; ++round) {
     Stage result;
     int failed;
+    int claim = -1;
     std::vector<int> opaque;
     try {
-      failed = attempt(stage, restrictions, result, opaque);
+      failed = attempt(stage, restrictions, result, opaque, claim);
     } catch (const std::exception& e) {
       failed = kUnmappable;
     }
@@ -815,10 +827,19 @@ void reduce_stage(Stage& stage) {
       if (restrictions.opaque_tensors.size() == before) break;
       continue;
     }
-    if (failed < 0) break;  // lineage or unmappable position: give up reducing
     size_t before = restrictions.frozen_tensors.size();
-    for (int t : stage.ops[failed].in) restrictions.frozen_tensors.insert(t);
-    for (int t : stage.ops[failed].out) restrictions.frozen_tensors.insert(t);
+    if (failed == kLineage && claim >= 0) {
+      // A claim whose slice no longer fits (its lines relate at offsets that
+      // contradict each other, as a wrong-offset bug makes them): keep the
+      // claiming tensor and its logical tensor whole, reduce the rest.
+      restrictions.frozen_tensors.insert(claim);
+      restrictions.frozen_tensors.insert(stage.tensors[claim].logical_index);
+    } else if (failed < 0) {
+      break;  // an unmappable position: give up reducing
+    } else {
+      for (int t : stage.ops[failed].in) restrictions.frozen_tensors.insert(t);
+      for (int t : stage.ops[failed].out) restrictions.frozen_tensors.insert(t);
+    }
     if (restrictions.frozen_tensors.size() == before) break;
   }
   stage.reduction_note = "kept full sizes: no sound reduction found";

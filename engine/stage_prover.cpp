@@ -77,11 +77,22 @@ class Prover {
 
   StageOutcome run() {
     StageOutcome out;
-    if (stage_.element_count() > options_.max_stage_elements)
-      return unknown(out, "the stage has " + std::to_string(stage_.element_count()) +
+    const int64_t elements = stage_.element_count();
+    if (elements > options_.max_stage_elements) {
+      // Too large to prove, perhaps not to refute (wrong-offset bugs keep
+      // their contradicting lines whole): a concrete mismatch is a witness.
+      if (options_.test_trials > 0 && elements <= options_.max_test_elements) {
+        if (std::optional<Finding> found = refute_by_testing(stage_, options_.test_trials)) {
+          out.findings.push_back(*found);
+          out.status = StageStatus::Refuted;
+          return out;
+        }
+      }
+      return unknown(out, "the stage has " + std::to_string(elements) +
                               " elements after shape reduction (limit " +
                               std::to_string(options_.max_stage_elements) + ")" +
                               (stage_.reduction_note.empty() ? "" : "; " + stage_.reduction_note));
+    }
     if (options_.test_trials > 0) {
       if (std::optional<Finding> found = refute_by_testing(stage_, options_.test_trials)) {
         out.findings.push_back(*found);

@@ -28,6 +28,9 @@ struct ProverOptions {
   int64_t max_stage_elements = 200'000;
   unsigned timeout_ms = 60'000;  // wall-clock backstop per query (0: none)
   int test_trials = 3;           // random concrete trials before the solver (0: none)
+  // A stage too large for the solver is still tested on random values up
+  // to this size: a concrete mismatch refutes it whatever its size.
+  int64_t max_test_elements = 4'000'000;
 };
 
 // `stage` is already reduced (or deliberately kept at full size).

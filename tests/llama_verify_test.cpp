@@ -84,6 +84,22 @@ TEST(LlamaPublishedShapes, EightBillionTwoLayersIsEquivalent) {
   EXPECT_LT(r.stats.unique_stages * 2, r.stats.stages);
 }
 
+// A wrong-offset bug (gate and up columns swapped on a rank) makes the
+// stage's lines relate at contradicting offsets. Those lines keep full size
+// and the rest still reduce; at the published widths the stage is then too
+// large to prove but not to refute by a concrete counterexample. Before,
+// reduction gave up on the whole stage and the bug was only "unknown".
+TEST(LlamaPublishedShapes, WrongOffsetBugIsFoundAtPublishedShapes) {
+  PlanConfig c = cfg(2, 1, 2, 1, 1);
+  c.bug = "fused-gate-up-contiguous";
+  const nlohmann::json plan = planner::generate_plan("llama3-8b", c);
+  Report r = testing::verify_json(plan, "llama3-8b-gate-up");
+  EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings.front().kind, "mismatch");
+  EXPECT_EQ(r.findings.front().tensor, plan["meta"].value("bug_first_tensor", ""));
+}
+
 // The first configuration (from a list covering every parallelism kind) a
 // bug applies to.
 PlanConfig config_for(const std::string& bug) {
