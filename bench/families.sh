@@ -72,7 +72,7 @@ done <<<"$PLANS"
 # tests/moe_verify_test.cpp); a bug both catalogues list is hunted once.
 llama_bases=("--dp 2 --tp 2 --pp 2 --microbatches 2" "--dp 2 --tp 2 --pp 2 --microbatches 2 --sp"
   "--dp 2 --tp 2 --pp 2 --microbatches 2 --cp 2" "--dp 2 --tp 2 --pp 2 --microbatches 2 --zero 1"
-  "--dp 2 --tp 2 --pp 2 --microbatches 2 --tie-embeddings" "--tp 4 --layers 2" "--pp 2"
+  "--dp 2 --tp 2 --pp 2 --microbatches 2 --tie-embeddings" "--tp 4" "--pp 2"
   "--tp 2 --bias" "--tp 2 --reshard-residual" "--tp 16")
 moe_bases=("--dp 2 --ep 2 --tp 2 --pp 2 --microbatches 2" "--dp 2 --tp 2 --pp 2 --microbatches 2"
   "--dp 2 --ep 2 --tp 2 --pp 2 --microbatches 2 --zero 1" "--tp 2 --pp 2"
