@@ -3,7 +3,6 @@
 // The binary is run as a user would run it (popen), so these also catch
 // what unit tests cannot: CLI11 wiring, stdout/stderr, exit statuses.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/cli_runner.h"
 #include "tests/isolated_env.h"
 
 namespace {
@@ -25,23 +25,13 @@ namespace fs = std::filesystem;
 const std::string kCli = SHARDPROOF_CLI;
 const fs::path kExamples = fs::path(SHARDPROOF_SOURCE_DIR) / "examples";
 
-struct CliResult {
-  int code = -1;  // exit status; -1 when killed by a signal
-  std::string out;
-  std::string err;
-};
+using shardproof::testing::CliResult;
 
 std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
+  return shardproof::testing::shell_quote(s);
 }
-
 std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return shardproof::testing::slurp_file(p);
 }
 
 // A scratch directory per test, removed afterwards.
@@ -64,18 +54,7 @@ class CliTest : public ::testing::Test {
 
   // `args` is pasted into a shell command line: quote paths with quote().
   CliResult run(const std::string& args) {
-    fs::path err = dir_ / "stderr.txt";
-    std::string cmd = quote(kCli) + " " + args + " 2>" + quote(err.string()) + " </dev/null";
-    CliResult r;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (pipe == nullptr) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-    int status = pclose(pipe);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.err = slurp(err);
-    return r;
+    return shardproof::testing::run_cli(args, dir_ / "stderr.txt");
   }
 
   shardproof::testing::IsolatedEnv env_;  // own cache and daemon, stopped at the end

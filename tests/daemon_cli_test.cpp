@@ -27,6 +27,7 @@
 #include "engine/plan_parser.h"
 #include "engine/shape_reduction.h"
 #include "engine/stage.h"
+#include "tests/cli_runner.h"
 #include "tests/isolated_env.h"
 
 namespace shardproof {
@@ -45,16 +46,10 @@ struct CliRun {
 };
 
 std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
+  return shardproof::testing::shell_quote(s);
 }
-
 std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return shardproof::testing::slurp_file(p);
 }
 
 // Distinct stage keys of a plan, computed by the engine directly.
@@ -133,17 +128,8 @@ class DaemonTest : public ::testing::Test {
   CliRun run(const std::string& args) {
     static std::atomic<int> n{0};
     fs::path err = fs::path(env_.root()) / ("stderr-" + std::to_string(n++) + ".txt");
-    std::string cmd = quote(kCli) + " " + args + " 2>" + quote(err.string()) + " </dev/null";
-    CliRun r;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (pipe == nullptr) return r;
-    char buf[4096];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, got);
-    int status = pclose(pipe);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.err = slurp(err);
-    return r;
+    shardproof::testing::CliResult r = shardproof::testing::run_cli(args, err);
+    return CliRun{r.code, std::move(r.out), std::move(r.err)};
   }
 
   fs::path plan(const std::string& name, const std::string& args) {
