@@ -45,7 +45,12 @@ class PseudoRandomFunctions : public FunctionTable {
 class ConcreteAlgebra {
  public:
   using Value = Rational;
-  explicit ConcreteAlgebra(FunctionTable& functions) : functions_(functions) {}
+  // `max_bits` (0: none) bounds the size of every exact value computed:
+  // past it an operation throws EvalError. Random testing sets it, because
+  // the pseudo-random functions square their arguments, so exact values
+  // double in size at each transcendental op of a deep cone.
+  explicit ConcreteAlgebra(FunctionTable& functions, size_t max_bits = 0)
+      : functions_(functions), max_bits_(max_bits) {}
 
   Value constant(const Rational& r, DClass cls);  // Bool: r != 0 -> 1 else 0
   Value add(const Value& a, const Value& b);
@@ -71,7 +76,10 @@ class ConcreteAlgebra {
   Value pick(const Value& index, const std::vector<Value>& candidates);
 
  private:
+  Value bounded(Value v) const;  // v, or EvalError when it exceeds max_bits_
+
   FunctionTable& functions_;
+  size_t max_bits_;
 };
 
 // Symbolic algebra over one z3::context. Collects the side conditions that

@@ -60,18 +60,24 @@ V ConcreteAlgebra::constant(const Rational& r, DClass cls) {
   v.canonicalize();  // GMP arithmetic requires canonical operands
   return v;
 }
+V ConcreteAlgebra::bounded(V v) const {
+  if (max_bits_ > 0 &&
+      mpz_sizeinbase(v.get_num_mpz_t(), 2) + mpz_sizeinbase(v.get_den_mpz_t(), 2) > max_bits_)
+    throw EvalError("exact values grew past " + std::to_string(max_bits_) + " bits");
+  return v;
+}
 V ConcreteAlgebra::add(const V& a, const V& b) {
-  return V(a + b);
+  return bounded(V(a + b));
 }
 V ConcreteAlgebra::sub(const V& a, const V& b) {
-  return V(a - b);
+  return bounded(V(a - b));
 }
 V ConcreteAlgebra::mul(const V& a, const V& b) {
-  return V(a * b);
+  return bounded(V(a * b));
 }
 V ConcreteAlgebra::div(const V& a, const V& b) {
   if (b == 0) throw EvalError("division by zero");
-  return V(a / b);
+  return bounded(V(a / b));
 }
 V ConcreteAlgebra::neg(const V& a) {
   return V(-a);
@@ -85,7 +91,7 @@ V ConcreteAlgebra::minimum(const V& a, const V& b) {
 V ConcreteAlgebra::sum(const std::vector<V>& terms) {
   V total(0);
   for (const V& t : terms) total += t;
-  return total;
+  return bounded(std::move(total));
 }
 V ConcreteAlgebra::lt(const V& a, const V& b) {
   return V(a < b ? 1 : 0);
@@ -106,7 +112,7 @@ V ConcreteAlgebra::select(const V& cond, const V& a, const V& b) {
   return cond != 0 ? a : b;
 }
 V ConcreteAlgebra::call(const std::string& fn, const std::vector<V>& args) {
-  return functions_.call(fn, args);
+  return bounded(functions_.call(fn, args));
 }
 
 V ConcreteAlgebra::cast(const V& v, DClass from, DClass to) {

@@ -46,6 +46,21 @@ TEST(AlgebraConcrete, CastsAndPick) {
   EXPECT_THROW(alg.pick(q(1, 2), {q(10), q(20)}), EvalError);
 }
 
+// The pseudo-random functions square their arguments: exact values double
+// in size at every transcendental op. A bounded algebra (random testing)
+// stops a deep chain at its budget instead of computing for minutes.
+TEST(AlgebraConcrete, ABitBudgetStopsValuesThatGrowPastIt) {
+  PseudoRandomFunctions fns;
+  ConcreteAlgebra bounded(fns, 1 << 10), unbounded(fns);
+  Rational v = q(3, 2), w = v;
+  int steps = 0;
+  EXPECT_THROW(for (; steps < 64; ++steps) v = bounded.call("exp", {v}), EvalError);
+  EXPECT_GT(steps, 3);
+  EXPECT_LT(steps, 12);  // sizes double: the budget is reached within a few steps
+  for (int i = 0; i < 4; ++i) w = unbounded.call("exp", {w});  // no budget: exact, however big
+  EXPECT_EQ(bounded.add(q(1, 3), q(1, 6)), q(1, 2));           // small values pass untouched
+}
+
 TEST(AlgebraConcrete, PseudoRandomFunctionsAreFixedDistinctAndUseEveryArgument) {
   PseudoRandomFunctions f, g;
   EXPECT_EQ(f.call("exp", {q(3)}), g.call("exp", {q(3)}));  // deterministic

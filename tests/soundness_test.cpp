@@ -332,28 +332,25 @@ TEST(Soundness, PositionPiecesKeepTheIdsAndTwoMore) {
 // scales its own iota by 2, the row count at the reduced size. iota repeats
 // its values along every other axis, like const, so the rows keep full size.
 json iota_row_sum(int factor) {
-  json logical = {{"tensors",
-                   {{"pos", tensor({8, 4}, "i64")},
-                    {"posf", tensor({8, 4})},
-                    {"y", tensor({4})}}},
-                  {"inputs", json::array()},
-                  {"ops",
-                   {op("pos", "iota", json::array(), {"pos"}, {{"shape", {8, 4}}, {"dim", 1}}),
-                    op("posf", "cast", {"pos"}, {"posf"}, {{"dtype", "f32"}}),
-                    op("y", "sum", {"posf"}, {"y"}, {{"dims", {0}}})}},
-                  {"outputs", {"y"}}};
-  json parallel = {
-      {"world", 1},
-      {"tensors",
-       {{"p.pos", ptensor({4}, 0, nullptr, "i64")},
-        {"p.posf", ptensor({4}, 0)},
-        {"p.y", ptensor({4}, 0, {{"tensor", "y"}})}}},
+  json logical = {
+      {"tensors", {{"pos", tensor({8, 4}, "i64")}, {"posf", tensor({8, 4})}, {"y", tensor({4})}}},
       {"inputs", json::array()},
       {"ops",
-       {op("pos", "iota", json::array(), {"p.pos"}, {{"shape", {4}}, {"dim", 0}}),
-        op("posf", "cast", {"p.pos"}, {"p.posf"}, {{"dtype", "f32"}}),
-        op("scale", "scale", {"p.posf"}, {"p.y"}, {{"factor", factor}})}},
-      {"outputs", {"p.y"}}};
+       {op("pos", "iota", json::array(), {"pos"}, {{"shape", {8, 4}}, {"dim", 1}}),
+        op("posf", "cast", {"pos"}, {"posf"}, {{"dtype", "f32"}}),
+        op("y", "sum", {"posf"}, {"y"}, {{"dims", {0}}})}},
+      {"outputs", {"y"}}};
+  json parallel = {{"world", 1},
+                   {"tensors",
+                    {{"p.pos", ptensor({4}, 0, nullptr, "i64")},
+                     {"p.posf", ptensor({4}, 0)},
+                     {"p.y", ptensor({4}, 0, {{"tensor", "y"}})}}},
+                   {"inputs", json::array()},
+                   {"ops",
+                    {op("pos", "iota", json::array(), {"p.pos"}, {{"shape", {4}}, {"dim", 0}}),
+                     op("posf", "cast", {"p.pos"}, {"p.posf"}, {{"dtype", "f32"}}),
+                     op("scale", "scale", {"p.posf"}, {"p.y"}, {{"factor", factor}})}},
+                   {"outputs", {"p.y"}}};
   return plan(logical, parallel);
 }
 
@@ -458,16 +455,15 @@ json shifted_ids_summed(int64_t subtract) {
     ops.push_back(op(p + "es", "sum", {p + "e"}, {p + "es"}, {{"dims", {0}}}));
     ops.push_back(op(p + "z", "scale", {p + "es"}, {p + "z"}, {{"factor", 0}}));
   };
-  json lt = {{"ids", tensor({T}, "i64")},   {"table", tensor({V, 1})},
-             {"one", tensor(json::array(), "i64")}, {"s", tensor({T}, "i64")},
-             {"sf", tensor({T})},           {"total", tensor(json::array())},
-             {"y", tensor({1})}};
+  json lt = {
+      {"ids", tensor({T}, "i64")}, {"table", tensor({V, 1})}, {"one", tensor(json::array(), "i64")},
+      {"s", tensor({T}, "i64")},   {"sf", tensor({T})},       {"total", tensor(json::array())},
+      {"y", tensor({1})}};
   json lops = {op("one", "const", json::array(), {"one"},
                   {{"value", 1}, {"shape", json::array()}, {"dtype", "i64"}}),
                op("s", "sub", {"ids", "one"}, {"s"}),
                op("sf", "cast", {"s"}, {"sf"}, {{"dtype", "f32"}}),
-               op("total", "sum", {"sf"}, {"total"}),
-               op("y", "add", {"total", "z"}, {"y"})};
+               op("total", "sum", {"sf"}, {"total"}), op("y", "add", {"total", "z"}, {"y"})};
   common("", lt, lops);
   json logical = {{"tensors", lt}, {"inputs", {"ids", "table"}}, {"ops", lops}, {"outputs", {"y"}}};
   json pt = json::object(), pops = json::array();
@@ -511,18 +507,18 @@ TEST(Soundness, ShiftedIdsUsedAsNumbersKeepTheTokens) {
 // equivalent today; run with --gtest_also_run_disabled_tests.
 TEST(Soundness, DISABLED_ComparisonIndicatorsCountThePiece) {
   const int64_t T = 8;
-  json logical = {{"tensors",
-                   {{"p", tensor({T}, "bool")},
-                    {"q", tensor({T}, "bool")},
-                    {"same", tensor({T}, "bool")},
-                    {"sf", tensor({T})},
-                    {"y", tensor(json::array())}}},
-                  {"inputs", {"p", "q"}},
-                  {"ops",
-                   {op("same", "eq", {"p", "q"}, {"same"}),
-                    op("sf", "cast", {"same"}, {"sf"}, {{"dtype", "f32"}}),
-                    op("y", "sum", {"sf"}, {"y"})}},
-                  {"outputs", {"y"}}};
+  json logical = {
+      {"tensors",
+       {{"p", tensor({T}, "bool")},
+        {"q", tensor({T}, "bool")},
+        {"same", tensor({T}, "bool")},
+        {"sf", tensor({T})},
+        {"y", tensor(json::array())}}},
+      {"inputs", {"p", "q"}},
+      {"ops",
+       {op("same", "eq", {"p", "q"}, {"same"}),
+        op("sf", "cast", {"same"}, {"sf"}, {{"dtype", "f32"}}), op("y", "sum", {"sf"}, {"y"})}},
+      {"outputs", {"y"}}};
   json pt = {{"r.p", ptensor({T}, 0, {{"tensor", "p"}}, "bool")},
              {"r.q", ptensor({T}, 0, {{"tensor", "q"}}, "bool")},
              {"r.pf", ptensor({T}, 0)},
@@ -548,10 +544,53 @@ TEST(Soundness, DISABLED_ComparisonIndicatorsCountThePiece) {
                op("a", "sub", {"r.two", "r.sp"}, {"r.a"}),
                op("b", "sub", {"r.a", "r.sq"}, {"r.b"}),
                op("y", "add", {"r.b", "r.twice"}, {"r.y"})};
-  json parallel = {
-      {"world", 1}, {"tensors", pt}, {"inputs", {"r.p", "r.q"}}, {"ops", pops}, {"outputs", {"r.y"}}};
+  json parallel = {{"world", 1},
+                   {"tensors", pt},
+                   {"inputs", {"r.p", "r.q"}},
+                   {"ops", pops},
+                   {"outputs", {"r.y"}}};
   Report r = verify_json(plan(logical, parallel), "indicator-count");
   EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << explain(r);
+}
+
+}  // namespace
+}  // namespace shardproof
+
+namespace shardproof {
+namespace {
+
+// A chain of 40 exps, copied on one rank (with a wrong final scale when
+// `bug`). Exact random testing would need values of 2^40 bits: its bit
+// budget ends each trial early, and the solver (exp uninterpreted) decides.
+json deep_exp_chain(bool bug) {
+  const int depth = 40;
+  json ltensors = {{"x", tensor({2})}}, lops = json::array();
+  json ptensors = {{"r0.x", ptensor({2}, 0, {{"tensor", "x"}})}}, pops = json::array();
+  for (int i = 1; i <= depth; ++i) {
+    const std::string prev = "h" + std::to_string(i - 1), cur = "h" + std::to_string(i);
+    const std::string lin = i == 1 ? "x" : prev, pin = i == 1 ? "r0.x" : "r0." + prev;
+    ltensors[cur] = tensor({2});
+    lops.push_back(op("l." + cur, "exp", {lin}, {cur}));
+    ptensors["r0." + cur] = ptensor({2}, 0);
+    pops.push_back(op("r0." + cur, "exp", {pin}, {"r0." + cur}));
+  }
+  const std::string last = "h" + std::to_string(depth);
+  ptensors["r0.y"] = ptensor({2}, 0, {{"tensor", last}});
+  pops.push_back(op("r0.y", "scale", {"r0." + last}, {"r0.y"}, {{"factor", bug ? 2 : 1}}));
+  json logical = {{"tensors", ltensors}, {"inputs", {"x"}}, {"ops", lops}, {"outputs", {last}}};
+  json parallel = {{"world", 1},
+                   {"tensors", ptensors},
+                   {"inputs", {"r0.x"}},
+                   {"ops", pops},
+                   {"outputs", {"r0.y"}}};
+  return plan(logical, parallel);
+}
+
+TEST(Soundness, DeepTranscendentalChainsAreDecidedNotTestedForever) {
+  Report ok = testing::verify_json(deep_exp_chain(false), "deep-exp");
+  EXPECT_EQ(ok.verdict, Verdict::Equivalent) << testing::explain(ok);
+  Report bug = testing::verify_json(deep_exp_chain(true), "deep-exp-bug");
+  EXPECT_EQ(bug.verdict, Verdict::NotEquivalent) << testing::explain(bug);
 }
 
 }  // namespace
