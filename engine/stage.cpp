@@ -156,6 +156,44 @@ void build_one(const Plan& plan, const GroupKey& key, const std::vector<int>& me
   stage.full_position.clear();  // identity until shape reduction fills it
 }
 
+// Whether `member`'s parallel cone (stopping, as a stage does, at lineage
+// tensors outside the group) reaches a claim on the target logical tensor
+// itself, e.g. parts that an all-reduce sums into a replica.
+bool reaches_target_claim(const Graph& par, int member, const std::set<int>& member_set,
+                          int target) {
+  std::vector<int> work{member};
+  std::set<int> seen;
+  while (!work.empty()) {
+    int t = work.back();
+    work.pop_back();
+    if (!seen.insert(t).second) continue;
+    const TensorDecl& d = par.tensors[t];
+    if (t != member && d.of && !member_set.count(t)) {
+      if (d.of->logical == target) return true;
+      continue;
+    }
+    int producer = par.producer[t];
+    if (producer >= 0)
+      for (int in : par.ops[producer].in) work.push_back(in);
+  }
+  return false;
+}
+
+// A stage whose parallel inputs claim its target takes the target as free
+// (build_one), which is right only for members computed from those claims.
+// A group that mixes them with members computed another way (a replica
+// recomputed from the inputs) becomes two stages, each checked on its own.
+std::vector<std::vector<int>> split_members(const Graph& par, const GroupKey& key,
+                                            const std::vector<int>& members) {
+  if (members.size() < 2) return {members};
+  const std::set<int> member_set(members.begin(), members.end());
+  std::vector<int> from_claims, computed;
+  for (int m : members)
+    (reaches_target_claim(par, m, member_set, key.logical) ? from_claims : computed).push_back(m);
+  if (from_claims.empty() || computed.empty()) return {members};
+  return {from_claims, computed};
+}
+
 }  // namespace
 
 int64_t Stage::element_count() const {
@@ -187,12 +225,16 @@ std::vector<Stage> build_stages(const Plan& plan, int jobs) {
   for (int op : par.topo_order)
     for (int t : par.ops[op].out) consider(t);
 
-  std::vector<const std::vector<int>*> members(order.size());
-  for (size_t i = 0; i < order.size(); ++i) members[i] = &groups[order[i]];
-  std::vector<Stage> stages(order.size());
-  parallel_for(jobs, order.size(), [&](size_t i) {  // each stage reads the plan only
+  std::vector<std::vector<std::vector<int>>> split(order.size());
+  parallel_for(jobs, order.size(),
+               [&](size_t i) { split[i] = split_members(par, order[i], groups.at(order[i])); });
+  std::vector<std::pair<const GroupKey*, const std::vector<int>*>> units;
+  for (size_t i = 0; i < order.size(); ++i)
+    for (const std::vector<int>& members : split[i]) units.push_back({&order[i], &members});
+  std::vector<Stage> stages(units.size());
+  parallel_for(jobs, units.size(), [&](size_t i) {  // each stage reads the plan only
     stages[i].id = static_cast<int>(i) + 1;
-    build_one(plan, order[i], *members[i], stages[i]);
+    build_one(plan, *units[i].first, *units[i].second, stages[i]);
   });
   return stages;
 }

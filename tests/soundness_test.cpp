@@ -595,3 +595,58 @@ TEST(Soundness, DeepTranscendentalChainsAreDecidedNotTestedForever) {
 
 }  // namespace
 }  // namespace shardproof
+
+namespace shardproof {
+namespace {
+
+// y = exp(x) replicated on three ranks: ranks 0 and 1 all-reduce halves of
+// it (parts of y), rank 2 recomputes it from x. One claim group, two ways:
+// the parts' stage takes y as given by its parts, the recomputed replica
+// must be checked against y computed from x (it was checked against a free
+// y, a false "not equivalent").
+json mixed_replica_group(const std::string& rank2_op, double half) {
+  json logical = {{"tensors", {{"x", tensor({4})}, {"y", tensor({4})}}},
+                  {"inputs", {"x"}},
+                  {"ops", {op("f", "exp", {"x"}, {"y"})}},
+                  {"outputs", {"y"}}};
+  json tensors = json::object(), ops = json::array();
+  for (int r = 0; r < 3; ++r) {
+    const std::string p = "r" + std::to_string(r) + ".";
+    tensors[p + "x"] = ptensor({4}, r, {{"tensor", "x"}});
+    tensors[p + "y"] = ptensor({4}, r, {{"tensor", "y"}});
+  }
+  for (int r = 0; r < 2; ++r) {
+    const std::string p = "r" + std::to_string(r) + ".";
+    tensors[p + "e"] = ptensor({4}, r);
+    tensors[p + "half"] = ptensor({4}, r, {{"tensor", "y"}, {"part", {r, 2}}});
+    ops.push_back(op(p + "e", "exp", {p + "x"}, {p + "e"}));
+    ops.push_back(op(p + "half", "scale", {p + "e"}, {p + "half"}, {{"factor", half}}));
+  }
+  ops.push_back({{"name", "ar"},
+                 {"op", "all_reduce"},
+                 {"in", {"r0.half", "r1.half"}},
+                 {"out", {"r0.y", "r1.y"}},
+                 {"attrs", {{"reduce", "sum"}}},
+                 {"group", {0, 1}}});
+  ops.push_back(op("r2.y", rank2_op, {"r2.x"}, {"r2.y"}));
+  json parallel = {{"world", 3},
+                   {"tensors", tensors},
+                   {"inputs", {"r0.x", "r1.x", "r2.x"}},
+                   {"ops", ops},
+                   {"outputs", {"r0.y", "r1.y", "r2.y"}}};
+  return plan(logical, parallel);
+}
+
+TEST(Soundness, AReplicaRecomputedBesideAllReducedPartsIsCheckedOnItsOwn) {
+  Report ok = verify_json(mixed_replica_group("exp", 0.5), "mixed-replicas");
+  EXPECT_EQ(ok.verdict, Verdict::Equivalent) << explain(ok);
+  Report recomputed = verify_json(mixed_replica_group("log", 0.5), "mixed-recomputed-bug");
+  ASSERT_EQ(recomputed.verdict, Verdict::NotEquivalent) << explain(recomputed);
+  EXPECT_EQ(recomputed.findings.front().parallel_tensors, std::vector<std::string>{"r2.y"});
+  Report parts = verify_json(mixed_replica_group("exp", 0.25), "mixed-parts-bug");
+  ASSERT_EQ(parts.verdict, Verdict::NotEquivalent) << explain(parts);
+  EXPECT_EQ(parts.findings.front().tensor, "y");
+}
+
+}  // namespace
+}  // namespace shardproof
