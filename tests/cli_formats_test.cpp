@@ -33,22 +33,9 @@ const fs::path kExamples = fs::path(SHARDPROOF_SOURCE_DIR) / "examples";
 const std::string kGood = (kExamples / "tp2-ffn.json").string();
 const std::string kBug = (kExamples / "tp2-ffn-bug-mean.json").string();
 
-class CliFormatsTest : public ::testing::Test {
+class CliFormatsTest : public shardproof::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("shardproof_cli_formats_" + std::to_string(getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path file(const std::string& name, const std::string& content) {
-    fs::path p = dir_ / name;
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
+  CliFormatsTest() : ScratchDirTest("shardproof_cli_formats_") {}
 
   // `verify --format FORMAT` on the plans, each quoted.
   CliResult verify(const std::string& format, const std::vector<std::string>& plans,
@@ -59,7 +46,6 @@ class CliFormatsTest : public ::testing::Test {
   }
 
   shardproof::testing::IsolatedEnv env_;  // own cache and daemon, stopped at the end
-  fs::path dir_;
 };
 
 std::vector<std::string> lines_of(const std::string& text) {

@@ -2,7 +2,9 @@
 // closed) and collects its exit status, stdout and stderr.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -48,5 +50,29 @@ inline CliResult run_cli(const std::string& args, const std::filesystem::path& e
   r.err = slurp_file(err_file);
   return r;
 }
+
+// A scratch directory per test (named after `prefix`, the process and the
+// test), removed afterwards; file() writes a file into it.
+class ScratchDirTest : public ::testing::Test {
+ protected:
+  explicit ScratchDirTest(std::string prefix) : prefix_(std::move(prefix)) {}
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::temp_directory_path() /
+           (prefix_ + std::to_string(getpid()) + "_" + info->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path file(const std::string& name, const std::string& content) {
+    std::filesystem::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+
+  std::string prefix_;
+  std::filesystem::path dir_;
+};
 
 }  // namespace shardproof::testing

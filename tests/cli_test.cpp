@@ -35,22 +35,9 @@ std::string slurp(const fs::path& p) {
 }
 
 // A scratch directory per test, removed afterwards.
-class CliTest : public ::testing::Test {
+class CliTest : public shardproof::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("shardproof_cli_test_" + std::to_string(getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path file(const std::string& name, const std::string& content) {
-    fs::path p = dir_ / name;
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
+  CliTest() : ScratchDirTest("shardproof_cli_test_") {}
 
   // `args` is pasted into a shell command line: quote paths with quote().
   CliResult run(const std::string& args) {
@@ -58,7 +45,6 @@ class CliTest : public ::testing::Test {
   }
 
   shardproof::testing::IsolatedEnv env_;  // own cache and daemon, stopped at the end
-  fs::path dir_;
 };
 
 // ---- command line ----
