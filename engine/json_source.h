@@ -1,7 +1,8 @@
 // A JSON document that remembers where each value came from: line:column of
 // every value and object key, and the exact source text of every number (so
-// "0.1" stays 1/10). nlohmann/json checks the grammar; positions come from our
-// own token pass, since nlohmann keeps none.
+// "0.1" stays 1/10). A one-pass reader of our own takes well-formed documents;
+// anything else goes to nlohmann/json's grammar check, which words every
+// syntax error (json_source_readers.h).
 #pragma once
 
 #include <optional>
