@@ -54,7 +54,7 @@ void serialize_into(std::string& out, const Value& v) {
 
 }  // namespace
 
-int Value::find(const std::string& key) const {
+int Value::find(std::string_view key) const {
   for (size_t i = 0; i < keys.size(); ++i)
     if (keys[i] == key) return static_cast<int>(i);
   return -1;
@@ -101,6 +101,7 @@ std::string serialize(const Value& value) {
 }
 
 std::string pointer_token(const std::string& key) {
+  if (key.find_first_of("~/") == std::string::npos) return key;  // nearly every key
   std::string out;
   for (char c : key) {
     if (c == '~')

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardproof::jsonsrc {
@@ -28,7 +29,7 @@ struct Value {
 
   bool is(Kind k) const { return kind == k; }
   // Index of the member named `key` in an object, -1 when absent.
-  int find(const std::string& key) const;
+  int find(std::string_view key) const;
 };
 
 // "an object", "an array", "a string", "a number", "a boolean", "null".

@@ -269,6 +269,8 @@ TEST(PlanParser, BothGraphsMayBeReferencedFromSubfolders) {
   ASSERT_TRUE(r.plan) << (r.error ? r.error->to_string() : r.io_error);
   EXPECT_EQ(r.plan->parallel.source_file, kData + "refs/sub/identity.parallel.json");
   EXPECT_EQ(r.plan->parallel.tensors[1].of->slice, (SliceSpec{{1, 2}, {0, 3}}));
+  // Pointers in a graph file start at that file's root.
+  EXPECT_EQ(r.plan->parallel.tensors[1].pointer, "/tensors/r1.x");
 }
 
 // ---- files and JSON ----
