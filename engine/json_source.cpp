@@ -43,7 +43,7 @@ void serialize_into(std::string& out, const Value& v) {
       out += '{';
       for (size_t i = 0; i < v.items.size(); ++i) {
         if (i) out += ',';
-        append_string(out, v.keys[i]);
+        append_string(out, v.keys[i].name);
         out += ':';
         serialize_into(out, v.items[i]);
       }
@@ -56,7 +56,7 @@ void serialize_into(std::string& out, const Value& v) {
 
 int Value::find(std::string_view key) const {
   for (size_t i = 0; i < keys.size(); ++i)
-    if (keys[i] == key) return static_cast<int>(i);
+    if (keys[i].name == key) return static_cast<int>(i);
   return -1;
 }
 

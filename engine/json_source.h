@@ -17,15 +17,21 @@ struct Pos {
   int column = 0;  // 1-based, in Unicode code points
 };
 
+// An object member's key. Name and position share one vector: a plan has
+// ~10^5 objects, and every Value carries the vector's header.
+struct Key {
+  std::string name;
+  Pos pos;  // where the key starts
+};
+
 struct Value {
   enum class Kind { Null, Bool, Number, String, Array, Object };
   Kind kind = Kind::Null;
   bool boolean = false;
-  std::string text;               // a string's contents, or a number's source text
-  std::vector<Value> items;       // array elements, or object member values
-  std::vector<std::string> keys;  // object member keys, parallel to items
-  std::vector<Pos> key_pos;       // where each object key starts
-  Pos pos;                        // where the value starts
+  std::string text;          // a string's contents, or a number's source text
+  std::vector<Value> items;  // array elements, or object member values
+  std::vector<Key> keys;     // object member keys, parallel to items
+  Pos pos;                   // where the value starts
 
   bool is(Kind k) const { return kind == k; }
   // Index of the member named `key` in an object, -1 when absent.

@@ -209,8 +209,7 @@ class Builder : public nlohmann::json_sax<nl> {
     }
     Value* parent = stack_.back();
     if (parent->kind == Value::Kind::Object) {
-      parent->keys.push_back(std::move(pending_key_));
-      parent->key_pos.push_back(pending_key_pos_);
+      parent->keys.push_back({std::move(pending_key_), pending_key_pos_});
     }
     parent->items.push_back(std::move(v));
     return &parent->items.back();
@@ -238,7 +237,7 @@ class Builder : public nlohmann::json_sax<nl> {
     for (size_t i = 1; i < stack_.size(); ++i) {
       const Value* parent = stack_[i - 1];
       size_t index = parent->items.size() - 1;
-      p += "/" + (parent->kind == Value::Kind::Object ? pointer_token(parent->keys[index])
+      p += "/" + (parent->kind == Value::Kind::Object ? pointer_token(parent->keys[index].name)
                                                       : std::to_string(index));
     }
     return p;

@@ -105,8 +105,7 @@ class FastReader {
  private:
   struct Scratch {
     std::vector<Value> items;
-    std::vector<std::string> keys;
-    std::vector<Pos> key_pos;
+    std::vector<Key> keys;
   };
 
   [[noreturn]] static void give_up() { throw GiveUp{}; }
@@ -325,8 +324,9 @@ class FastReader {
     if (peek() != '}') {
       while (true) {
         if (peek() != '"') give_up();
-        s.key_pos.push_back(pos());
-        read_string(s.keys.emplace_back());
+        Key& key = s.keys.emplace_back();
+        key.pos = pos();
+        read_string(key.name);
         skip_space();
         expect(':');
         skip_space();
@@ -341,7 +341,6 @@ class FastReader {
     if (has_duplicate(s.keys)) give_up();
     take(s.items, v.items);
     take(s.keys, v.keys);
-    take(s.key_pos, v.key_pos);
   }
 
   template <class T>
@@ -350,17 +349,17 @@ class FastReader {
     from.clear();
   }
 
-  static bool has_duplicate(const std::vector<std::string>& keys) {
+  static bool has_duplicate(const std::vector<Key>& keys) {
     if (keys.size() <= kLinearKeyCheck) {
       for (size_t i = 1; i < keys.size(); ++i)
         for (size_t j = 0; j < i; ++j)
-          if (keys[i] == keys[j]) return true;
+          if (keys[i].name == keys[j].name) return true;
       return false;
     }
     std::unordered_set<std::string_view> seen;
     seen.reserve(keys.size());
-    for (const std::string& k : keys)
-      if (!seen.insert(k).second) return true;
+    for (const Key& k : keys)
+      if (!seen.insert(k.name).second) return true;
     return false;
   }
 

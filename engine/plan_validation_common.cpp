@@ -46,7 +46,7 @@ std::string Node::pointer() const {
   std::string p;
   const jsonsrc::Value* at = doc_;
   for (size_t i : path) {
-    p += "/" + (at->is(jsonsrc::Value::Kind::Object) ? jsonsrc::pointer_token(at->keys[i])
+    p += "/" + (at->is(jsonsrc::Value::Kind::Object) ? jsonsrc::pointer_token(at->keys[i].name)
                                                      : std::to_string(i));
     at = &at->items[i];
   }
@@ -65,8 +65,8 @@ void Node::fail(std::string_view rule, const std::string& message) const {
 }
 
 void Node::fail_at_key(size_t i, std::string_view rule, const std::string& message) const {
-  throw_at(rule, *file_, pointer() + "/" + jsonsrc::pointer_token(v_->keys.at(i)),
-           v_->key_pos.at(i), message);
+  const jsonsrc::Key& key = v_->keys.at(i);
+  throw_at(rule, *file_, pointer() + "/" + jsonsrc::pointer_token(key.name), key.pos, message);
 }
 
 void Node::fail_missing(std::string_view key, std::string_view rule,
@@ -121,12 +121,12 @@ int64_t expect_int(const Node& n, std::string_view rule, What what, int64_t lo, 
 void check_keys(const Node& obj, std::initializer_list<std::string_view> allowed, What what) {
   const jsonsrc::Value& v = obj.value();
   for (size_t i = 0; i < v.keys.size(); ++i) {
-    if (std::find(allowed.begin(), allowed.end(), v.keys[i]) != allowed.end()) continue;
+    if (std::find(allowed.begin(), allowed.end(), v.keys[i].name) != allowed.end()) continue;
     std::string list;
     for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + quoted(a);
     obj.fail_at_key(
         i, "unknown-key",
-        "unknown key " + quoted(v.keys[i]) + " in " + what.str() + " (allowed: " + list + ")");
+        "unknown key " + quoted(v.keys[i].name) + " in " + what.str() + " (allowed: " + list + ")");
   }
 }
 

@@ -133,7 +133,7 @@ class GraphReader {
     syn_.tensor_decls.reserve(count);
     syn_.of_nodes.reserve(count);
     for (size_t i = 0; i < count; ++i) {
-      const std::string& name = tensors->keys[i];
+      const std::string& name = tensors->keys[i].name;
       g_.tensor_index[name] = static_cast<int>(i);
       g_.tensors.push_back(
           read_tensor(tensors.member(i), name, base + jsonsrc::pointer_token(name)));
@@ -275,7 +275,7 @@ class GraphReader {
     if (std::optional<Node> attrs = n.get("attrs")) {
       expect_object(*attrs, [&] { return what() + " attrs"; });
       for (size_t i = 0; i < attrs->value().items.size(); ++i)
-        op.attrs[attrs->value().keys[i]] = read_attr(attrs->member(i));
+        op.attrs[attrs->value().keys[i].name] = read_attr(attrs->member(i));
     }
     read_op_placement(n, what, def->collective(), op);
     return op;

@@ -27,7 +27,7 @@ std::string dump(const Value& v) {
   std::string s = "<" + std::to_string(static_cast<int>(v.kind)) + " " + pos_text(v.pos) + " " +
                   (v.boolean ? "T" : "F") + " [" + v.text + "]";
   for (size_t i = 0; i < v.items.size(); ++i) {
-    if (!v.keys.empty()) s += " key[" + v.keys[i] + "]@" + pos_text(v.key_pos[i]);
+    if (!v.keys.empty()) s += " key[" + v.keys[i].name + "]@" + pos_text(v.keys[i].pos);
     s += " " + dump(v.items[i]);
   }
   return s + ">";

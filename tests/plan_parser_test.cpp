@@ -847,12 +847,14 @@ TEST(PlanParserJson, PositionsAndNumberText) {
   jsonsrc::ParseResult r = jsonsrc::parse(text);
   ASSERT_TRUE(r.value) << r.error->message;
   const jsonsrc::Value& root = *r.value;
-  ASSERT_EQ(root.keys, (std::vector<std::string>{"a", "b"}));
+  ASSERT_EQ(root.keys.size(), 2u);
+  EXPECT_EQ(root.keys[0].name, "a");
+  EXPECT_EQ(root.keys[1].name, "b");
   EXPECT_EQ(root.items[0].items[1].text, "0.10");
   EXPECT_EQ(root.items[0].items[2].text, "-2e5");
   EXPECT_EQ(root.items[0].items[2].pos.column, 17);
-  EXPECT_EQ(root.key_pos[1].line, 2);
-  EXPECT_EQ(root.key_pos[1].column, 2);
+  EXPECT_EQ(root.keys[1].pos.line, 2);
+  EXPECT_EQ(root.keys[1].pos.column, 2);
   const jsonsrc::Value& b = root.items[1];
   EXPECT_EQ(b.items[0].text, "x\"y");
   EXPECT_EQ(b.items[1].pos.line, 2);
