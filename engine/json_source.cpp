@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <exception>
 
 #include "engine/json_source_readers.h"
@@ -101,7 +102,8 @@ std::string serialize(const Value& value) {
 }
 
 std::string pointer_token(const std::string& key) {
-  if (key.find_first_of("~/") == std::string::npos) return key;  // nearly every key
+  // Nearly every key has neither character.
+  if (std::none_of(key.begin(), key.end(), [](char c) { return c == '~' || c == '/'; })) return key;
   std::string out;
   for (char c : key) {
     if (c == '~')

@@ -1,6 +1,7 @@
 // Reads one graph of a plan and checks the rules that concern it alone:
 // structure, SSA, placement on ranks, acyclicity, operator shape rules.
 #include <algorithm>
+#include <charconv>
 #include <exception>
 #include <limits>
 #include <queue>
@@ -52,6 +53,12 @@ bool is_fraction_text(const std::string& s) {
 Attr read_attr(const Node& n) {
   switch (n->kind) {
     case Kind::Number: {
+      // Nearly every attribute number is a plain integer: no need for the
+      // general parser (exponents, fractions) to make it exact.
+      long v = 0;
+      const char* end = n->text.data() + n->text.size();
+      if (auto [ptr, ec] = std::from_chars(n->text.data(), end, v); ec == std::errc() && ptr == end)
+        return Attr::of_number(Rational(v));
       std::optional<Rational> r;
       if (!exponent_too_large(n->text)) r = parse_exact_number(n->text);
       if (!r)
@@ -70,6 +77,7 @@ Attr read_attr(const Node& n) {
       return Attr::of_bool(n->boolean);
     case Kind::Array: {
       std::vector<Attr> items;
+      items.reserve(n->items.size());
       for (size_t i = 0; i < n->items.size(); ++i) items.push_back(read_attr(n.item(i)));
       return Attr::of_list(std::move(items));
     }
@@ -263,6 +271,7 @@ class GraphReader {
     Node kind = require(n, "op", what);
     op.op = expect_string(kind, [&] { return what() + " \"op\""; });
     const OpDef* def = OpRegistry::instance().find(op.op);
+    defs_.push_back(def);
     if (!def) kind.fail("unknown-op", what() + ": unknown operator " + quoted(op.op));
     if (def->collective() && !g_.parallel)
       kind.fail("collective-in-logical", what() + ": " + op.op +
@@ -275,7 +284,7 @@ class GraphReader {
     if (std::optional<Node> attrs = n.get("attrs")) {
       expect_object(*attrs, [&] { return what() + " attrs"; });
       for (size_t i = 0; i < attrs->value().items.size(); ++i)
-        op.attrs[attrs->value().keys[i].name] = read_attr(attrs->member(i));
+        op.attrs.emplace(attrs->value().keys[i].name, read_attr(attrs->member(i)));
     }
     read_op_placement(n, what, def->collective(), op);
     return op;
@@ -505,7 +514,7 @@ class GraphReader {
     auto label = [&] { return op.name.empty() ? op.op : op.op + " " + quoted(op.name); };
     std::string err;
     try {
-      err = OpRegistry::instance().find(op.op)->infer(op.attrs, in, op.out.size(), out);
+      err = defs_[op.index]->infer(op.attrs, in, op.out.size(), out);
     } catch (const std::exception& e) {
       err = std::string("internal error in the shape rule: ") + e.what();
     }
@@ -539,6 +548,7 @@ class GraphReader {
   // they are made from the graph's, found once.
   const std::string graph_pointer_;
   GraphSyntax syn_;
+  std::vector<const OpDef*> defs_;        // per op, from read_op
   std::vector<TensorInfo> infer_inputs_;  // check_op_shapes' scratch
 };
 

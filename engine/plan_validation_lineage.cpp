@@ -192,10 +192,14 @@ class LineageChecker {
 
   // Rule 3: the parallel outputs cover every element of every logical output.
   void check_coverage() {
+    // The parallel outputs claiming each logical tensor, in output order
+    // (check_outputs has made sure each has a claim).
+    std::vector<std::vector<int>> claims(lg_.tensors.size());
+    for (int t : pg_.outputs) claims[pg_.tensors[t].of->logical].push_back(t);
     for (size_t i = 0; i < lg_.outputs.size(); ++i) {
       const TensorDecl& out = lg_.tensors[lg_.outputs[i]];
       if (element_count(out.shape) == 0) continue;
-      std::vector<Box> boxes = covering_boxes(out.name);
+      std::vector<Box> boxes = covering_boxes(claims[lg_.outputs[i]]);
       std::vector<int64_t> prefix;
       if (std::optional<std::vector<int64_t>> hole = uncovered(out.shape, boxes, prefix))
         lsyn_.outputs->item(i).fail("lineage-coverage", coverage_message(out, *hole, boxes));
@@ -203,13 +207,12 @@ class LineageChecker {
   }
 
   // Plain claims of parallel outputs, and slices whose part sets the
-  // parallel outputs hold completely.
-  std::vector<Box> covering_boxes(const std::string& tensor) const {
+  // parallel outputs hold completely; `claimants` claim one logical tensor.
+  std::vector<Box> covering_boxes(const std::vector<int>& claimants) const {
     std::vector<Box> boxes;
     std::map<PartSetKey, std::set<int64_t>> parts;
-    for (int t : pg_.outputs) {
+    for (int t : claimants) {
       const Lineage& lin = *pg_.tensors[t].of;
-      if (lin.tensor != tensor) continue;
       if (!lin.has_part)
         boxes.push_back(lin.slice);
       else
