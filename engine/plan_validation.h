@@ -58,6 +58,10 @@ class Node {
   const std::string* file_;
 };
 
+// A function that makes the text of a message.
+template <class F>
+concept MakesText = std::is_invocable_r_v<std::string, const F&>;
+
 // The subject of a message ("tensor \"x\" shape[1]"), made only if the
 // message is: a string, or a function that returns one. Nearly every check
 // passes, and plans have ~10^5 tensors and ops. It refers to its text or
@@ -66,9 +70,8 @@ class What {
  public:
   What(const char* text) : text_(text) {}
   What(const std::string& text) : text_(text) {}
-  template <class F>
-  requires std::is_invocable_r_v<std::string, const F&> What(const F& make)
-      : make_(&call<F>), fn_(&make) {}
+  template <MakesText F>
+  What(const F& make) : make_(&call<F>), fn_(&make) {}
 
   std::string str() const { return make_ ? make_(fn_) : std::string(text_); }
 
