@@ -119,7 +119,7 @@ std::string pointer_token(const std::string& key) {
 ParseResult parse(const std::string& text, int max_depth) {
   ParseResult result;
   try {
-    if (std::optional<Value> fast = detail::parse_fast(text, max_depth)) {
+    if (std::shared_ptr<Value> fast = detail::parse_fast(text, max_depth)) {
       result.value = std::move(fast);
       return result;
     }

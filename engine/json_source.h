@@ -5,7 +5,9 @@
 // syntax error (json_source_readers.h).
 #pragma once
 
+#include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,21 +19,46 @@ struct Pos {
   int column = 0;  // 1-based, in Unicode code points
 };
 
-// An object member's key. Name and position share one vector: a plan has
-// ~10^5 objects, and every Value carries the vector's header.
+// An object member's key and where it starts.
 struct Key {
   std::string name;
   Pos pos;  // where the key starts
+};
+
+// The members of an array or object: a run of values (or keys) that their
+// document stores side by side (ParseResult::value owns the document).
+// Copying a Value copies this view, not the members.
+template <class T>
+class Span {
+ public:
+  Span() = default;
+  Span(T* data, size_t size) : data_(data), size_(size) {}
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const T* data() const { return data_; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& at(size_t i) const {
+    if (i >= size_) throw std::out_of_range("jsonsrc::Span::at");
+    return data_[i];
+  }
+
+ private:
+  T* data_ = nullptr;
+  size_t size_ = 0;
 };
 
 struct Value {
   enum class Kind { Null, Bool, Number, String, Array, Object };
   Kind kind = Kind::Null;
   bool boolean = false;
-  std::string text;          // a string's contents, or a number's source text
-  std::vector<Value> items;  // array elements, or object member values
-  std::vector<Key> keys;     // object member keys, parallel to items
-  Pos pos;                   // where the value starts
+  std::string text;   // a string's contents, or a number's source text
+  Span<Value> items;  // array elements, or object member values
+  Span<Key> keys;     // object member keys, parallel to items
+  Pos pos;            // where the value starts
 
   bool is(Kind k) const { return kind == k; }
   // Index of the member named `key` in an object, -1 when absent.
@@ -55,7 +82,7 @@ struct ParseError {
 };
 
 struct ParseResult {
-  std::optional<Value> value;
+  std::shared_ptr<Value> value;  // the root; it owns the whole document
   std::optional<ParseError> error;
 };
 

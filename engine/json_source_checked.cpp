@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "engine/json_source_readers.h"
+#include "engine/json_source_tree.h"
 
 namespace shardproof::jsonsrc::detail {
 namespace {
@@ -166,11 +167,12 @@ class Builder : public nlohmann::json_sax<nl> {
     std::unordered_set<std::string>& seen = seen_keys_.back();
     if (!seen.insert(val).second) {
       error_ = ParseError{"duplicate-key", "duplicate key \"" + val + "\" in an object", tok.pos,
-                          pointer_here() + "/" + pointer_token(val)};
+                          tree_.open_pointer() + "/" + pointer_token(val)};
       return false;
     }
-    pending_key_ = std::move(val);
-    pending_key_pos_ = tok.pos;
+    Key& key = tree_.key();
+    key.name = std::move(val);
+    key.pos = tok.pos;
     return true;
   }
 
@@ -181,7 +183,8 @@ class Builder : public nlohmann::json_sax<nl> {
     return fail_at(position_of_offset(text_, offset), strip_nlohmann_prefix(ex.what()));
   }
 
-  std::optional<Value>& root() { return root_; }
+  // The document, once the parser has accepted it.
+  std::shared_ptr<Value> root() { return has_root_ ? tree_.finish() : nullptr; }
   std::optional<ParseError>& error() { return error_; }
 
  private:
@@ -200,47 +203,26 @@ class Builder : public nlohmann::json_sax<nl> {
 
   // Adds a value under the open container (or as the root).
   Value* attach(Value::Kind kind, Pos pos) {
-    Value v;
+    has_root_ = true;
+    Value& v = tree_.item();
     v.kind = kind;
     v.pos = pos;
-    if (stack_.empty()) {
-      root_ = std::move(v);
-      return &*root_;
-    }
-    Value* parent = stack_.back();
-    if (parent->kind == Value::Kind::Object) {
-      parent->keys.push_back({std::move(pending_key_), pending_key_pos_});
-    }
-    parent->items.push_back(std::move(v));
-    return &parent->items.back();
+    return &v;
   }
 
   bool open(Value::Kind kind) {
     Pos pos = next_token().pos;
-    if (static_cast<int>(stack_.size()) >= max_depth_)
+    if (static_cast<int>(seen_keys_.size()) >= max_depth_)
       return fail_at(pos, "nesting deeper than " + std::to_string(max_depth_) + " levels");
-    // Children are only appended to the innermost open container, so these
-    // pointers stay valid until it closes.
-    stack_.push_back(attach(kind, pos));
+    tree_.open(*attach(kind, pos), kind);
     seen_keys_.emplace_back();
     return true;
   }
 
   bool close() {
-    stack_.pop_back();
+    tree_.close();
     seen_keys_.pop_back();
     return true;
-  }
-
-  std::string pointer_here() const {
-    std::string p;
-    for (size_t i = 1; i < stack_.size(); ++i) {
-      const Value* parent = stack_[i - 1];
-      size_t index = parent->items.size() - 1;
-      p += "/" + (parent->kind == Value::Kind::Object ? pointer_token(parent->keys[index].name)
-                                                      : std::to_string(index));
-    }
-    return p;
   }
 
   bool fail_at(Pos pos, std::string message) {
@@ -252,11 +234,9 @@ class Builder : public nlohmann::json_sax<nl> {
   std::vector<Token> tokens_;
   size_t cursor_ = 0;
   int max_depth_;
-  std::optional<Value> root_;
-  std::vector<Value*> stack_;
-  std::vector<std::unordered_set<std::string>> seen_keys_;
-  std::string pending_key_;
-  Pos pending_key_pos_;
+  TreeBuilder tree_;
+  bool has_root_ = false;
+  std::vector<std::unordered_set<std::string>> seen_keys_;  // per open container
   std::optional<ParseError> error_;
 };
 
@@ -269,7 +249,7 @@ ParseResult parse_checked(const std::string& text, int max_depth) {
   if (!ok || builder.error() || !builder.root()) {
     result.error = builder.error().value_or(ParseError{"json", "not a JSON document", {1, 1}, ""});
   } else {
-    result.value = std::move(builder.root());
+    result.value = builder.root();
   }
   return result;
 }

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "engine/json_source_readers.h"
+#include "engine/json_source_tree.h"
 
 namespace shardproof::jsonsrc::detail {
 namespace {
@@ -79,35 +80,25 @@ class FastReader {
       : p_(text.data()),
         end_(text.data() + text.size()),
         line_start_(p_),
-        max_depth_(std::min(max_depth, kMaxFastDepth)) {
-    // One scratch list per depth: a container collects its members there and
-    // then moves them into vectors of the exact size.
-    scratch_.resize(static_cast<size_t>(std::max(max_depth_, 0)) + 1);
-  }
+        max_depth_(std::min(max_depth, kMaxFastDepth)) {}
 
-  std::optional<Value> run() {
+  std::shared_ptr<Value> run() {
     try {
       if (end_ - p_ >= 3 && std::string_view(p_, 3) == "\xEF\xBB\xBF") {
         p_ += 3;
         line_start_ = p_;  // the BOM takes no column
       }
-      Value root;
       skip_space();
-      read_value(root, 0);
+      read_value(tree_.item(), 0);
       skip_space();
-      if (p_ != end_) return std::nullopt;
-      return root;
+      if (p_ != end_) return nullptr;
+      return tree_.finish();
     } catch (const GiveUp&) {
-      return std::nullopt;
+      return nullptr;
     }
   }
 
  private:
-  struct Scratch {
-    std::vector<Value> items;
-    std::vector<Key> keys;
-  };
-
   [[noreturn]] static void give_up() { throw GiveUp{}; }
 
   // Columns count code points: UTF-8 continuation bytes (only ever inside
@@ -296,19 +287,18 @@ class FastReader {
   }
 
   // The checked reader counts every open container, the root included.
-  Scratch& open(Value& v, Value::Kind kind, int depth) {
+  void open(Value& v, Value::Kind kind, int depth) {
     if (depth > max_depth_) give_up();
-    v.kind = kind;
+    tree_.open(v, kind);
     ++p_;  // the bracket
     skip_space();
-    return scratch_[static_cast<size_t>(depth)];
   }
 
   void read_array(Value& v, int depth) {
-    Scratch& s = open(v, Value::Kind::Array, depth);
+    open(v, Value::Kind::Array, depth);
     if (peek() != ']') {
       while (true) {
-        read_value(s.items.emplace_back(), depth);
+        read_value(tree_.item(), depth);
         skip_space();
         if (peek() != ',') break;
         ++p_;
@@ -316,21 +306,21 @@ class FastReader {
       }
     }
     expect(']');
-    take(s.items, v.items);
+    tree_.close();
   }
 
   void read_object(Value& v, int depth) {
-    Scratch& s = open(v, Value::Kind::Object, depth);
+    open(v, Value::Kind::Object, depth);
     if (peek() != '}') {
       while (true) {
         if (peek() != '"') give_up();
-        Key& key = s.keys.emplace_back();
+        Key& key = tree_.key();
         key.pos = pos();
         read_string(key.name);
         skip_space();
         expect(':');
         skip_space();
-        read_value(s.items.emplace_back(), depth);
+        read_value(tree_.item(), depth);
         skip_space();
         if (peek() != ',') break;
         ++p_;
@@ -338,15 +328,8 @@ class FastReader {
       }
     }
     expect('}');
-    if (has_duplicate(s.keys)) give_up();
-    take(s.items, v.items);
-    take(s.keys, v.keys);
-  }
-
-  template <class T>
-  static void take(std::vector<T>& from, std::vector<T>& to) {
-    to.assign(std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
-    from.clear();
+    if (has_duplicate(tree_.open_keys())) give_up();
+    tree_.close();
   }
 
   static bool has_duplicate(const std::vector<Key>& keys) {
@@ -370,12 +353,12 @@ class FastReader {
   int64_t continuation_ = 0;          // UTF-8 continuation bytes read so far
   int64_t continuation_at_line_ = 0;  // ... when the current line began
   int max_depth_;
-  std::vector<Scratch> scratch_;
+  TreeBuilder tree_;
 };
 
 }  // namespace
 
-std::optional<Value> parse_fast(const std::string& text, int max_depth) {
+std::shared_ptr<Value> parse_fast(const std::string& text, int max_depth) {
   return FastReader(text, max_depth).run();
 }
 

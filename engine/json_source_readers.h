@@ -6,17 +6,17 @@
 // every error message still comes from one place.
 #pragma once
 
-#include <optional>
+#include <memory>
 #include <string>
 
 #include "engine/json_source.h"
 
 namespace shardproof::jsonsrc::detail {
 
-// The tree parse_checked gives for `text`, or nullopt: the text may be
-// invalid (a syntax error, a duplicate key, a number too large for a double,
-// nesting deeper than max_depth) or merely unusual (very deep nesting).
-std::optional<Value> parse_fast(const std::string& text, int max_depth);
+// The tree parse_checked gives for `text`, or null: the text may be invalid
+// (a syntax error, a duplicate key, a number too large for a double, nesting
+// deeper than max_depth) or merely unusual (very deep nesting).
+std::shared_ptr<Value> parse_fast(const std::string& text, int max_depth);
 
 // Any text: the tree, or the first error with its position. Throws only
 // what allocation throws.

@@ -90,7 +90,7 @@ class PlanReader {
       throw InvalidPlan{
           Diagnostic{e.rule, files_.back(), e.pointer, e.pos.line, e.pos.column, e.message}};
     }
-    docs_.push_back(std::make_unique<jsonsrc::Value>(std::move(*parsed.value)));
+    docs_.push_back(std::move(parsed.value));
     return Node(*docs_.back(), files_.back());
   }
 
@@ -127,7 +127,7 @@ class PlanReader {
 
   std::string display_;
   std::string base_dir_;
-  std::vector<std::unique_ptr<jsonsrc::Value>> docs_;
+  std::vector<std::shared_ptr<jsonsrc::Value>> docs_;
   std::deque<std::string> files_;  // stable addresses: nodes keep pointers
 };
 

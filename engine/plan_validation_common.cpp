@@ -23,7 +23,7 @@ std::string quoted(std::string_view s) {
 // not below `at`. Looks among the direct members first, so values near the
 // top (a graph under the plan root) are found without a walk.
 bool path_to(const jsonsrc::Value& at, const jsonsrc::Value* target, std::vector<size_t>& path) {
-  const std::vector<jsonsrc::Value>& items = at.items;
+  const jsonsrc::Span<jsonsrc::Value>& items = at.items;
   std::less<const jsonsrc::Value*> before;
   if (!items.empty() && !before(target, items.data()) &&
       before(target, items.data() + items.size())) {

@@ -35,7 +35,7 @@ std::string dump(const Value& v) {
 
 // The fast reader's answer, when it has one, is the checked reader's.
 void expect_agree(const std::string& text, int max_depth = jsonsrc::kMaxDepth) {
-  std::optional<Value> fast = parse_fast(text, max_depth);
+  std::shared_ptr<Value> fast = parse_fast(text, max_depth);
   if (!fast) return;
   jsonsrc::ParseResult checked = parse_checked(text, max_depth);
   ASSERT_TRUE(checked.value) << "fast reader accepted what the checked one rejects ("
@@ -64,7 +64,7 @@ TEST(JsonReaders, FastReaderTakesOrdinaryDocuments) {
 }
 
 TEST(JsonReaders, PositionsCountCodePointsAndSkipTheBom) {
-  std::optional<Value> v = parse_fast("\xEF\xBB\xBF[\"\xC3\xA9\xE2\x82\xAC\", 7,\n 8]", 8);
+  std::shared_ptr<Value> v = parse_fast("\xEF\xBB\xBF[\"\xC3\xA9\xE2\x82\xAC\", 7,\n 8]", 8);
   ASSERT_TRUE(v);
   EXPECT_EQ(pos_text(v->pos), "1:1");
   EXPECT_EQ(pos_text(v->items[1].pos), "1:8");
@@ -120,11 +120,32 @@ TEST(JsonReaders, FastReaderGivesUpOnAnythingUnusual) {
 TEST(JsonReaders, NestingLimitMatchesTheCheckedReader) {
   for (int depth : {1, 2, 3, 4}) {
     std::string text = std::string(3, '[') + std::string(3, ']');
-    EXPECT_EQ(parse_fast(text, depth).has_value(), parse_checked(text, depth).value.has_value())
+    EXPECT_EQ(parse_fast(text, depth) != nullptr, parse_checked(text, depth).value != nullptr)
         << depth;
   }
   std::string deep = std::string(2000, '[') + std::string(2000, ']');
   EXPECT_FALSE(parse_fast(deep, 100000));  // the checked reader's stack is on the heap
+}
+
+// Members are stored in blocks: containers larger than a block, and many
+// small ones that fill blocks up, read the same either way.
+TEST(JsonReaders, LargeAndManyContainers) {
+  std::string text = "{\"big\": [";
+  for (int i = 0; i < 10000; ++i) text += (i ? ", " : "") + std::to_string(i);
+  text += "], \"small\": [";
+  for (int i = 0; i < 3000; ++i)
+    text += (i ? ", " : "") + std::string("{\"k\": [") + std::to_string(i) + ", \"s\"], \"j\": {}}";
+  text += "], \"wide\": {";
+  for (int i = 0; i < 5000; ++i)
+    text += (i ? ", \"" : "\"") + std::to_string(i) + "\": " + std::to_string(i);
+  text += "}}";
+  std::shared_ptr<Value> v = parse_fast(text, jsonsrc::kMaxDepth);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->items[0].items.size(), 10000u);
+  EXPECT_EQ(v->items[0].items[9999].text, "9999");
+  EXPECT_EQ(v->items[1].items[2999].items[0].items[0].text, "2999");
+  EXPECT_EQ(v->items[2].keys[4999].name, "4999");
+  expect_agree(text);
 }
 
 // Random edits of valid documents: whatever the fast reader still takes, the
@@ -162,7 +183,7 @@ TEST(JsonReaders, RandomEditsNeverMakeTheReadersDisagree) {
       else if (at < text.size())
         text.erase(at, 1 + rng() % 3);
     }
-    accepted += parse_fast(text, 4).has_value();
+    accepted += parse_fast(text, 4) != nullptr;
     expect_agree(text, 4);
     expect_agree(text);
   }
