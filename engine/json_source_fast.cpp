@@ -197,7 +197,7 @@ class FastReader {
       if (!negative) magnitude += exponent;
     }
     if (magnitude > kSafeMagnitude) give_up();
-    text.assign(begin, p_);
+    text = std::string(begin, p_);  // constructed whole: cheaper than assign
   }
 
   void read_string(std::string& out) {
@@ -217,7 +217,11 @@ class FastReader {
         ++p_;
       }
     }
-    out.append(run, p_);
+    // Most strings have no escape: constructed whole, cheaper than appended.
+    if (out.empty())
+      out = std::string(run, p_);
+    else
+      out.append(run, p_);
     ++p_;  // the closing quote
   }
 
