@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -118,6 +119,8 @@ std::optional<std::string> inline_graph_references(const std::string& text,
     *why = "the plan is not a JSON object";
     return std::nullopt;
   }
+  // A graph's values stay in its own document: keep each one until written.
+  std::vector<jsonsrc::ParseResult> graphs;
   for (const char* key : {"logical", "parallel"}) {
     int i = plan.value->find(key);
     if (i < 0 || !plan.value->items[i].is(jsonsrc::Value::Kind::String)) continue;
@@ -127,12 +130,12 @@ std::optional<std::string> inline_graph_references(const std::string& text,
         fs::path(ref).is_absolute() || base_dir.empty() ? fs::path(ref) : fs::path(base_dir) / ref;
     std::optional<std::string> graph_text = read_file(path.lexically_normal(), why);
     if (!graph_text) return std::nullopt;
-    jsonsrc::ParseResult graph = jsonsrc::parse(*graph_text);
+    jsonsrc::ParseResult& graph = graphs.emplace_back(jsonsrc::parse(*graph_text));
     if (!graph.value) {
       *why = "graph file " + path.string() + " is not JSON";
       return std::nullopt;
     }
-    plan.value->items[i] = std::move(*graph.value);
+    plan.value->items[i] = *graph.value;
   }
   return jsonsrc::serialize(*plan.value);
 }

@@ -1,11 +1,15 @@
 // A JSON document that remembers where each value came from: line:column of
 // every value and object key, and the exact source text of every number (so
-// "0.1" stays 1/10). nlohmann/json checks the grammar; positions come from our
-// own token pass, since nlohmann keeps none.
+// "0.1" stays 1/10). A one-pass reader of our own takes well-formed documents;
+// anything else goes to nlohmann/json's grammar check, which words every
+// syntax error (json_source_readers.h).
 #pragma once
 
+#include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardproof::jsonsrc {
@@ -15,19 +19,50 @@ struct Pos {
   int column = 0;  // 1-based, in Unicode code points
 };
 
+// An object member's key and where it starts.
+struct Key {
+  std::string name;
+  Pos pos;  // where the key starts
+};
+
+// The members of an array or object: a run of values (or keys) that their
+// document stores side by side (ParseResult::value owns the document).
+// Copying a Value copies this view, not the members.
+template <class T>
+class Span {
+ public:
+  Span() = default;
+  Span(T* data, size_t size) : data_(data), size_(size) {}
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const T* data() const { return data_; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& at(size_t i) const {
+    if (i >= size_) throw std::out_of_range("jsonsrc::Span::at");
+    return data_[i];
+  }
+
+ private:
+  T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 struct Value {
   enum class Kind { Null, Bool, Number, String, Array, Object };
   Kind kind = Kind::Null;
   bool boolean = false;
-  std::string text;               // a string's contents, or a number's source text
-  std::vector<Value> items;       // array elements, or object member values
-  std::vector<std::string> keys;  // object member keys, parallel to items
-  std::vector<Pos> key_pos;       // where each object key starts
-  Pos pos;                        // where the value starts
+  std::string text;   // a string's contents, or a number's source text
+  Span<Value> items;  // array elements, or object member values
+  Span<Key> keys;     // object member keys, parallel to items
+  Pos pos;            // where the value starts
 
   bool is(Kind k) const { return kind == k; }
   // Index of the member named `key` in an object, -1 when absent.
-  int find(const std::string& key) const;
+  int find(std::string_view key) const;
 };
 
 // "an object", "an array", "a string", "a number", "a boolean", "null".
@@ -47,7 +82,7 @@ struct ParseError {
 };
 
 struct ParseResult {
-  std::optional<Value> value;
+  std::shared_ptr<Value> value;  // the root; it owns the whole document
   std::optional<ParseError> error;
 };
 

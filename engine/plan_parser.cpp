@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
+#include <vector>
 
 #include "engine/json_source.h"
 #include "engine/plan_validation.h"
@@ -40,13 +40,19 @@ std::optional<std::string> read_file(const std::string& path, std::string& error
     error = "cannot read " + path + ": " + std::strerror(errno);
     return std::nullopt;
   }
-  std::ostringstream buf;
-  buf << in.rdbuf();
+  // Straight into one string of the file's size: plans are tens of megabytes,
+  // and a string stream would grow and then copy them. The size is only a
+  // hint (a pipe has none, a file may grow); the loop reads to the end.
+  std::string text;
+  if (std::uintmax_t size = fs::file_size(path, ec); !ec) text.reserve(size);
+  std::vector<char> chunk(1 << 16);
+  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0)
+    text.append(chunk.data(), static_cast<size_t>(in.gcount()));
   if (in.bad()) {
     error = "cannot read " + path + ": read failed";
     return std::nullopt;
   }
-  return buf.str();
+  return text;
 }
 
 class PlanReader {
@@ -84,8 +90,8 @@ class PlanReader {
       throw InvalidPlan{
           Diagnostic{e.rule, files_.back(), e.pointer, e.pos.line, e.pos.column, e.message}};
     }
-    docs_.push_back(std::make_unique<jsonsrc::Value>(std::move(*parsed.value)));
-    return Node(*docs_.back(), files_.back(), "");
+    docs_.push_back(std::move(parsed.value));
+    return Node(*docs_.back(), files_.back());
   }
 
   std::string read_format(const Node& root) {
@@ -121,7 +127,7 @@ class PlanReader {
 
   std::string display_;
   std::string base_dir_;
-  std::vector<std::unique_ptr<jsonsrc::Value>> docs_;
+  std::vector<std::shared_ptr<jsonsrc::Value>> docs_;
   std::deque<std::string> files_;  // stable addresses: nodes keep pointers
 };
 

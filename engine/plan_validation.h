@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "engine/diagnostic.h"
@@ -21,48 +22,80 @@ struct InvalidPlan {
   Diagnostic diag;
 };
 
-// A JSON value together with the file and JSON pointer it was read from.
+// A JSON value together with the document and file it was read from. Its
+// JSON pointer is worked out only when asked, which is for a diagnostic:
+// plans hold millions of values and almost none of them is ever reported.
 class Node {
  public:
-  Node(const jsonsrc::Value& value, const std::string& file, std::string pointer)
-      : v_(&value), file_(&file), ptr_(std::move(pointer)) {}
+  // The root of a document read from `file`: its pointer is "".
+  Node(const jsonsrc::Value& document, const std::string& file)
+      : v_(&document), doc_(&document), file_(&file) {}
 
   const jsonsrc::Value& value() const { return *v_; }
   const jsonsrc::Value* operator->() const { return v_; }
   const std::string& file() const { return *file_; }
-  const std::string& pointer() const { return ptr_; }
+  // Walks the document to find this value: for messages only.
+  std::string pointer() const;
 
-  Node item(size_t i) const;
-  Node member(size_t i) const;  // the value of an object's i-th member
-  std::optional<Node> get(const std::string& key) const;
+  Node item(size_t i) const { return child(v_->items.at(i)); }
+  Node member(size_t i) const { return child(v_->items.at(i)); }  // an object's i-th member
+  std::optional<Node> get(std::string_view key) const;
 
-  [[noreturn]] void fail(const std::string& rule, const std::string& message) const;
+  [[noreturn]] void fail(std::string_view rule, const std::string& message) const;
   // At the i-th key of this object (unknown keys): the key itself is wrong.
-  [[noreturn]] void fail_at_key(size_t i, const std::string& rule,
-                                const std::string& message) const;
+  [[noreturn]] void fail_at_key(size_t i, std::string_view rule, const std::string& message) const;
   // A required key is absent: points where it should be, at this object.
-  [[noreturn]] void fail_missing(const std::string& key, const std::string& rule,
+  [[noreturn]] void fail_missing(std::string_view key, std::string_view rule,
                                  const std::string& what) const;
 
  private:
+  Node(const jsonsrc::Value& value, const jsonsrc::Value& document, const std::string& file)
+      : v_(&value), doc_(&document), file_(&file) {}
+  Node child(const jsonsrc::Value& value) const { return Node(value, *doc_, *file_); }
+
   const jsonsrc::Value* v_;
+  const jsonsrc::Value* doc_;
   const std::string* file_;
-  std::string ptr_;
+};
+
+// A function that makes the text of a message.
+template <class F>
+concept MakesText = std::is_invocable_r_v<std::string, const F&>;
+
+// The subject of a message ("tensor \"x\" shape[1]"), made only if the
+// message is: a string, or a function that returns one. Nearly every check
+// passes, and plans have ~10^5 tensors and ops. It refers to its text or
+// function, so it lives as a parameter only.
+class What {
+ public:
+  What(const char* text) : text_(text) {}
+  What(const std::string& text) : text_(text) {}
+  template <MakesText F>
+  What(const F& make) : make_(&call<F>), fn_(&make) {}
+
+  std::string str() const { return make_ ? make_(fn_) : std::string(text_); }
+
+ private:
+  template <class F>
+  static std::string call(const void* fn) {
+    return (*static_cast<const F*>(fn))();
+  }
+
+  std::string_view text_;
+  std::string (*make_)(const void*) = nullptr;
+  const void* fn_ = nullptr;
 };
 
 // Each fails with rule "type" unless told, saying what was expected and found.
-void expect_object(const Node& n, const std::string& what);
-void expect_array(const Node& n, const std::string& what, const std::string& rule = "type");
-const std::string& expect_string(const Node& n, const std::string& what,
-                                 const std::string& rule = "type");
+void expect_object(const Node& n, What what);
+void expect_array(const Node& n, What what, std::string_view rule = "type");
+const std::string& expect_string(const Node& n, What what, std::string_view rule = "type");
 // An integer in [lo, hi] (integer-valued JSON numbers only, exactly).
-int64_t expect_int(const Node& n, const std::string& rule, const std::string& what, int64_t lo,
-                   int64_t hi);
+int64_t expect_int(const Node& n, std::string_view rule, What what, int64_t lo, int64_t hi);
 // Rejects any key of `obj` not in `allowed` (rule "unknown-key").
-void check_keys(const Node& obj, std::initializer_list<std::string_view> allowed,
-                const std::string& what);
-Node require(const Node& obj, const std::string& key, const std::string& what,
-             const std::string& rule = "missing-key");
+void check_keys(const Node& obj, std::initializer_list<std::string_view> allowed, What what);
+Node require(const Node& obj, std::string_view key, What what,
+             std::string_view rule = "missing-key");
 
 // Positions kept from reading a graph, for messages of later checks.
 struct GraphSyntax {

@@ -1,6 +1,7 @@
 // Typed reads of plan JSON values, each failing with a located Diagnostic.
 #include <algorithm>
 #include <charconv>
+#include <functional>
 
 #include "engine/plan_validation.h"
 #include "engine/rational.h"
@@ -8,66 +9,89 @@
 namespace shardproof::plan_detail {
 namespace {
 
-[[noreturn]] void throw_at(const std::string& rule, const std::string& file,
+[[noreturn]] void throw_at(std::string_view rule, const std::string& file,
                            const std::string& pointer, jsonsrc::Pos pos,
                            const std::string& message) {
-  throw InvalidPlan{Diagnostic{rule, file, pointer, pos.line, pos.column, message}};
+  throw InvalidPlan{Diagnostic{std::string(rule), file, pointer, pos.line, pos.column, message}};
 }
 
 std::string quoted(std::string_view s) {
   return "\"" + std::string(s) + "\"";
 }
 
+// The indices that lead from `at` down to `target`; false when `target` is
+// not below `at`. Looks among the direct members first, so values near the
+// top (a graph under the plan root) are found without a walk.
+bool path_to(const jsonsrc::Value& at, const jsonsrc::Value* target, std::vector<size_t>& path) {
+  const jsonsrc::Span<jsonsrc::Value>& items = at.items;
+  std::less<const jsonsrc::Value*> before;
+  if (!items.empty() && !before(target, items.data()) &&
+      before(target, items.data() + items.size())) {
+    path.push_back(static_cast<size_t>(target - items.data()));
+    return true;
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    path.push_back(i);
+    if (path_to(items[i], target, path)) return true;
+    path.pop_back();
+  }
+  return false;
+}
+
 }  // namespace
 
-Node Node::item(size_t i) const {
-  return Node(v_->items.at(i), *file_, ptr_ + "/" + std::to_string(i));
+std::string Node::pointer() const {
+  std::vector<size_t> path;
+  path_to(*doc_, v_, path);
+  std::string p;
+  const jsonsrc::Value* at = doc_;
+  for (size_t i : path) {
+    p += "/" + (at->is(jsonsrc::Value::Kind::Object) ? jsonsrc::pointer_token(at->keys[i].name)
+                                                     : std::to_string(i));
+    at = &at->items[i];
+  }
+  return p;
 }
 
-Node Node::member(size_t i) const {
-  return Node(v_->items.at(i), *file_, ptr_ + "/" + jsonsrc::pointer_token(v_->keys.at(i)));
-}
-
-std::optional<Node> Node::get(const std::string& key) const {
+std::optional<Node> Node::get(std::string_view key) const {
   if (!v_->is(jsonsrc::Value::Kind::Object)) return std::nullopt;
   int i = v_->find(key);
   if (i < 0) return std::nullopt;
   return member(static_cast<size_t>(i));
 }
 
-void Node::fail(const std::string& rule, const std::string& message) const {
-  throw_at(rule, *file_, ptr_, v_->pos, message);
+void Node::fail(std::string_view rule, const std::string& message) const {
+  throw_at(rule, *file_, pointer(), v_->pos, message);
 }
 
-void Node::fail_at_key(size_t i, const std::string& rule, const std::string& message) const {
-  throw_at(rule, *file_, ptr_ + "/" + jsonsrc::pointer_token(v_->keys.at(i)), v_->key_pos.at(i),
-           message);
+void Node::fail_at_key(size_t i, std::string_view rule, const std::string& message) const {
+  const jsonsrc::Key& key = v_->keys.at(i);
+  throw_at(rule, *file_, pointer() + "/" + jsonsrc::pointer_token(key.name), key.pos, message);
 }
 
-void Node::fail_missing(const std::string& key, const std::string& rule,
+void Node::fail_missing(std::string_view key, std::string_view rule,
                         const std::string& what) const {
-  throw_at(rule, *file_, ptr_ + "/" + jsonsrc::pointer_token(key), v_->pos,
+  throw_at(rule, *file_, pointer() + "/" + jsonsrc::pointer_token(std::string(key)), v_->pos,
            what + " needs the key " + quoted(key) + ", which is missing");
 }
 
-void expect_object(const Node& n, const std::string& what) {
+void expect_object(const Node& n, What what) {
   if (!n->is(jsonsrc::Value::Kind::Object))
-    n.fail("type", what + ": expected an object, found " + jsonsrc::describe(n.value()));
+    n.fail("type", what.str() + ": expected an object, found " + jsonsrc::describe(n.value()));
 }
 
-void expect_array(const Node& n, const std::string& what, const std::string& rule) {
+void expect_array(const Node& n, What what, std::string_view rule) {
   if (!n->is(jsonsrc::Value::Kind::Array))
-    n.fail(rule, what + ": expected an array, found " + jsonsrc::describe(n.value()));
+    n.fail(rule, what.str() + ": expected an array, found " + jsonsrc::describe(n.value()));
 }
 
-const std::string& expect_string(const Node& n, const std::string& what, const std::string& rule) {
+const std::string& expect_string(const Node& n, What what, std::string_view rule) {
   if (!n->is(jsonsrc::Value::Kind::String))
-    n.fail(rule, what + ": expected a string, found " + jsonsrc::describe(n.value()));
+    n.fail(rule, what.str() + ": expected a string, found " + jsonsrc::describe(n.value()));
   return n->text;
 }
 
-int64_t expect_int(const Node& n, const std::string& rule, const std::string& what, int64_t lo,
-                   int64_t hi) {
+int64_t expect_int(const Node& n, std::string_view rule, What what, int64_t lo, int64_t hi) {
   // Built only for a message: plans hold millions of integers.
   auto range = [&] {
     if (hi == INT64_MAX && lo == 0) return std::string("a non-negative integer");
@@ -75,7 +99,7 @@ int64_t expect_int(const Node& n, const std::string& rule, const std::string& wh
     return "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   };
   if (!n->is(jsonsrc::Value::Kind::Number))
-    n.fail(rule, what + ": expected " + range() + ", found " + jsonsrc::describe(n.value()));
+    n.fail(rule, what.str() + ": expected " + range() + ", found " + jsonsrc::describe(n.value()));
   int64_t v = 0;
   // Fast path: a plain decimal integer (no fraction, exponent or sign other
   // than '-'), the form nearly every integer in a plan has.
@@ -85,31 +109,30 @@ int64_t expect_int(const Node& n, const std::string& rule, const std::string& wh
   if (ec != std::errc() || ptr != end) {
     std::optional<Rational> r = parse_exact_number(text);
     if (!r || !rational_is_int64(*r))
-      n.fail(rule, what + ": expected " + range() + ", found " + jsonsrc::describe(n.value()));
+      n.fail(rule,
+             what.str() + ": expected " + range() + ", found " + jsonsrc::describe(n.value()));
     v = rational_to_int64(*r);
   }
   if (v < lo || v > hi)
-    n.fail(rule, what + ": expected " + range() + ", found " + std::to_string(v));
+    n.fail(rule, what.str() + ": expected " + range() + ", found " + std::to_string(v));
   return v;
 }
 
-void check_keys(const Node& obj, std::initializer_list<std::string_view> allowed,
-                const std::string& what) {
+void check_keys(const Node& obj, std::initializer_list<std::string_view> allowed, What what) {
   const jsonsrc::Value& v = obj.value();
   for (size_t i = 0; i < v.keys.size(); ++i) {
-    if (std::find(allowed.begin(), allowed.end(), v.keys[i]) != allowed.end()) continue;
+    if (std::find(allowed.begin(), allowed.end(), v.keys[i].name) != allowed.end()) continue;
     std::string list;
     for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + quoted(a);
     obj.fail_at_key(
         i, "unknown-key",
-        "unknown key " + quoted(v.keys[i]) + " in " + what + " (allowed: " + list + ")");
+        "unknown key " + quoted(v.keys[i].name) + " in " + what.str() + " (allowed: " + list + ")");
   }
 }
 
-Node require(const Node& obj, const std::string& key, const std::string& what,
-             const std::string& rule) {
+Node require(const Node& obj, std::string_view key, What what, std::string_view rule) {
   std::optional<Node> n = obj.get(key);
-  if (!n) obj.fail_missing(key, rule, what);
+  if (!n) obj.fail_missing(key, rule, what.str());
   return *n;
 }
 

@@ -1,10 +1,10 @@
 // Reads one graph of a plan and checks the rules that concern it alone:
 // structure, SSA, placement on ranks, acyclicity, operator shape rules.
 #include <algorithm>
+#include <charconv>
 #include <exception>
 #include <limits>
 #include <queue>
-#include <regex>
 #include <set>
 #include <unordered_map>
 
@@ -34,15 +34,31 @@ bool exponent_too_large(const std::string& text) {
   return digits.size() > 6 || (!digits.empty() && std::stol(digits) > kMaxExponent);
 }
 
-// Exact fractions written as strings, e.g. "1/3": the parser makes them numbers.
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// Exact fractions written as strings, e.g. "1/3": the parser makes them
+// numbers. The form is -?[0-9]+/[0-9]+, under 4096 characters.
 bool is_fraction_text(const std::string& s) {
-  static const std::regex re("^-?[0-9]+/[0-9]+$");
-  return s.size() < 4096 && std::regex_match(s, re);
+  if (s.size() >= 4096) return false;
+  size_t i = s.rfind('/');
+  if (i == std::string::npos) return false;
+  std::string_view num(s.data(), i), den(s.data() + i + 1, s.size() - i - 1);
+  if (!num.empty() && num[0] == '-') num.remove_prefix(1);
+  return !num.empty() && !den.empty() && std::all_of(num.begin(), num.end(), is_digit) &&
+         std::all_of(den.begin(), den.end(), is_digit);
 }
 
 Attr read_attr(const Node& n) {
   switch (n->kind) {
     case Kind::Number: {
+      // Nearly every attribute number is a plain integer: no need for the
+      // general parser (exponents, fractions) to make it exact.
+      long v = 0;
+      const char* end = n->text.data() + n->text.size();
+      if (auto [ptr, ec] = std::from_chars(n->text.data(), end, v); ec == std::errc() && ptr == end)
+        return Attr::of_number(Rational(v));
       std::optional<Rational> r;
       if (!exponent_too_large(n->text)) r = parse_exact_number(n->text);
       if (!r)
@@ -61,6 +77,7 @@ Attr read_attr(const Node& n) {
       return Attr::of_bool(n->boolean);
     case Kind::Array: {
       std::vector<Attr> items;
+      items.reserve(n->items.size());
       for (size_t i = 0; i < n->items.size(); ++i) items.push_back(read_attr(n.item(i)));
       return Attr::of_list(std::move(items));
     }
@@ -72,7 +89,8 @@ Attr read_attr(const Node& n) {
 
 class GraphReader {
  public:
-  GraphReader(const Node& node, bool parallel, Graph& g) : node_(node), g_(g) {
+  GraphReader(const Node& node, bool parallel, Graph& g)
+      : node_(node), g_(g), graph_pointer_(node.pointer()) {
     g_.parallel = parallel;
     g_.source_file = node.file();
     syn_.root = node;
@@ -116,25 +134,33 @@ class GraphReader {
   void read_tensors() {
     Node tensors = require(node_, "tensors", graph_name());
     expect_object(tensors, "tensors");
-    for (size_t i = 0; i < tensors->items.size(); ++i) {
-      const std::string& name = tensors->keys[i];
+    const std::string base = graph_pointer_ + "/tensors/";
+    size_t count = tensors->items.size();
+    g_.tensors.reserve(count);
+    g_.tensor_index.reserve(count);
+    syn_.tensor_decls.reserve(count);
+    syn_.of_nodes.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      const std::string& name = tensors->keys[i].name;
       g_.tensor_index[name] = static_cast<int>(i);
-      g_.tensors.push_back(read_tensor(tensors.member(i), name));
+      g_.tensors.push_back(
+          read_tensor(tensors.member(i), name, base + jsonsrc::pointer_token(name)));
     }
   }
 
-  TensorDecl read_tensor(const Node& n, const std::string& name) {
-    std::string what = "tensor " + quoted(name);
+  TensorDecl read_tensor(const Node& n, const std::string& name, std::string pointer) {
+    auto what = [&] { return "tensor " + quoted(name); };
     expect_object(n, what);
     check_keys(n, {"shape", "dtype", "rank", "of"}, what);
     TensorDecl t;
     t.name = name;
-    t.pointer = n.pointer();
+    t.pointer = std::move(pointer);
     t.shape = read_shape(require(n, "shape", what, "shape"), what);
     Node dtype = require(n, "dtype", what, "dtype");
-    std::optional<DType> dt = parse_dtype(expect_string(dtype, what + " dtype", "dtype"));
+    std::optional<DType> dt = parse_dtype(expect_string(
+        dtype, [&] { return what() + " dtype"; }, "dtype"));
     if (!dt)
-      dtype.fail("dtype", what +
+      dtype.fail("dtype", what() +
                               ": dtype must be one of f32, f16, bf16, f64, i32, i64, bool; found " +
                               jsonsrc::describe(dtype.value()));
     t.dtype = *dt;
@@ -144,46 +170,52 @@ class GraphReader {
     return t;
   }
 
-  void read_placement(const Node& n, const std::string& what, TensorDecl& t) {
+  void read_placement(const Node& n, What what, TensorDecl& t) {
     std::optional<Node> rank = n.get("rank");
     std::optional<Node> of = n.get("of");
     if (!g_.parallel) {
-      if (rank) rank->fail("rank", what + ": logical tensors have no rank");
-      if (of) of->fail("lineage", what + ": lineage (\"of\") belongs to parallel tensors only");
+      if (rank) rank->fail("rank", what.str() + ": logical tensors have no rank");
+      if (of)
+        of->fail("lineage", what.str() + ": lineage (\"of\") belongs to parallel tensors only");
       return;
     }
-    if (!rank) n.fail_missing("rank", "rank", "parallel " + what);
-    t.rank = static_cast<int>(expect_int(*rank, "rank", what + " rank", 0, g_.world - 1));
+    if (!rank) n.fail_missing("rank", "rank", "parallel " + what.str());
+    t.rank = static_cast<int>(expect_int(
+        *rank, "rank", [&] { return what.str() + " rank"; }, 0, g_.world - 1));
   }
 
-  Shape read_shape(const Node& n, const std::string& what) {
-    expect_array(n, what + " shape", "shape");
+  Shape read_shape(const Node& n, What what) {
+    expect_array(
+        n, [&] { return what.str() + " shape"; }, "shape");
     Shape shape;
+    shape.reserve(n->items.size());
     int64_t elements = 1;
     for (size_t i = 0; i < n->items.size(); ++i) {
-      int64_t d = expect_int(n.item(i), "shape", what + " shape[" + std::to_string(i) + "]", 0,
-                             std::numeric_limits<int64_t>::max());
+      int64_t d = expect_int(
+          n.item(i), "shape", [&] { return what.str() + " shape[" + std::to_string(i) + "]"; }, 0,
+          std::numeric_limits<int64_t>::max());
       if (d > 0 && elements > kMaxElements / d)
         n.fail("shape",
-               what + ": shape has more than " + std::to_string(kMaxElements) + " elements");
+               what.str() + ": shape has more than " + std::to_string(kMaxElements) + " elements");
       elements *= d > 0 ? d : 1;
       shape.push_back(d);
     }
     return shape;
   }
 
-  int tensor_ref(const Node& n, const std::string& what) {
+  int tensor_ref(const Node& n, What what) {
     const std::string& name = expect_string(n, what);
     int t = g_.find(name);
     if (t < 0)
-      n.fail("undeclared-tensor", what + ": tensor " + quoted(name) + " is not declared in " +
+      n.fail("undeclared-tensor", what.str() + ": tensor " + quoted(name) + " is not declared in " +
                                       graph_name() + "'s \"tensors\"");
     return t;
   }
 
-  std::vector<int> read_names(const Node& list, const std::string& what) {
+  std::vector<int> read_names(const Node& list, What what) {
     expect_array(list, what);
     std::vector<int> out;
+    out.reserve(list->items.size());
     for (size_t i = 0; i < list->items.size(); ++i) out.push_back(tensor_ref(list.item(i), what));
     return out;
   }
@@ -201,10 +233,16 @@ class GraphReader {
   void read_ops() {
     Node ops = require(node_, "ops", graph_name());
     expect_array(ops, "ops");
-    std::unordered_map<std::string, int> names;
-    for (size_t i = 0; i < ops->items.size(); ++i) {
+    const std::string base = graph_pointer_ + "/ops/";
+    size_t count = ops->items.size();
+    // Reserved in full, so g_.ops never moves and the names' views stay valid.
+    g_.ops.reserve(count);
+    syn_.ops.reserve(count);
+    std::unordered_map<std::string_view, int> names;
+    names.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
       Node n = ops.item(i);
-      g_.ops.push_back(read_op(n, static_cast<int>(i)));
+      g_.ops.push_back(read_op(n, static_cast<int>(i), base + std::to_string(i)));
       syn_.ops.push_back(n);
       const std::string& name = g_.ops.back().name;
       if (name.empty()) continue;
@@ -215,70 +253,80 @@ class GraphReader {
     }
   }
 
-  Op read_op(const Node& n, int index) {
-    std::string what = "op " + std::to_string(index);
+  Op read_op(const Node& n, int index, std::string pointer) {
+    Op op;
+    // Until its name is read, an op is known by its index.
+    auto what = [&] {
+      return op.name.empty() ? "op " + std::to_string(index) : "op " + quoted(op.name);
+    };
     expect_object(n, what);
     check_keys(n, {"name", "op", "in", "out", "attrs", "group", "rank"}, what);
-    Op op;
     op.index = index;
-    op.pointer = n.pointer();
+    op.pointer = std::move(pointer);
     if (std::optional<Node> name = n.get("name")) {
-      op.name = expect_string(*name, what + " name", "op-name");
-      if (op.name.empty()) name->fail("op-name", what + ": an op name, when given, is not empty");
-      what = "op " + quoted(op.name);
+      op.name = expect_string(
+          *name, [&] { return what() + " name"; }, "op-name");
+      if (op.name.empty()) name->fail("op-name", what() + ": an op name, when given, is not empty");
     }
     Node kind = require(n, "op", what);
-    op.op = expect_string(kind, what + " \"op\"");
+    op.op = expect_string(kind, [&] { return what() + " \"op\""; });
     const OpDef* def = OpRegistry::instance().find(op.op);
-    if (!def) kind.fail("unknown-op", what + ": unknown operator " + quoted(op.op));
+    defs_.push_back(def);
+    if (!def) kind.fail("unknown-op", what() + ": unknown operator " + quoted(op.op));
     if (def->collective() && !g_.parallel)
-      kind.fail("collective-in-logical", what + ": " + op.op +
+      kind.fail("collective-in-logical", what() + ": " + op.op +
                                              " is a collective; collectives belong to the "
                                              "parallel graph only");
-    op.in = read_names(require(n, "in", what), what + " in");
+    op.in = read_names(require(n, "in", what), [&] { return what() + " in"; });
     Node out = require(n, "out", what);
-    op.out = read_names(out, what + " out");
-    if (op.out.empty()) out.fail("ssa", what + ": an op must produce at least one tensor");
+    op.out = read_names(out, [&] { return what() + " out"; });
+    if (op.out.empty()) out.fail("ssa", what() + ": an op must produce at least one tensor");
     if (std::optional<Node> attrs = n.get("attrs")) {
-      expect_object(*attrs, what + " attrs");
+      expect_object(*attrs, [&] { return what() + " attrs"; });
       for (size_t i = 0; i < attrs->value().items.size(); ++i)
-        op.attrs[attrs->value().keys[i]] = read_attr(attrs->member(i));
+        op.attrs.emplace(attrs->value().keys[i].name, read_attr(attrs->member(i)));
     }
     read_op_placement(n, what, def->collective(), op);
     return op;
   }
 
-  void read_op_placement(const Node& n, const std::string& what, bool collective, Op& op) {
+  void read_op_placement(const Node& n, What what, bool collective, Op& op) {
     std::optional<Node> group = n.get("group");
     std::optional<Node> rank = n.get("rank");
     if (!g_.parallel) {
-      if (group) group->fail("group", what + ": the logical graph has no ranks, so no group");
-      if (rank) rank->fail("rank", what + ": the logical graph has no ranks");
+      if (group) group->fail("group", what.str() + ": the logical graph has no ranks, so no group");
+      if (rank) rank->fail("rank", what.str() + ": the logical graph has no ranks");
       return;
     }
     if (collective) {
-      if (!group) n.fail_missing("group", "group", "collective " + what);
+      if (!group) n.fail_missing("group", "group", "collective " + what.str());
       if (rank)
-        rank->fail("group", what + ": a collective runs on its group; it takes no \"rank\"");
+        rank->fail("group", what.str() + ": a collective runs on its group; it takes no \"rank\"");
       op.group = read_group(*group, what);
     } else {
       if (group)
-        group->fail("group", what + ": only collectives have a group; " + op.op + " is not one");
+        group->fail("group",
+                    what.str() + ": only collectives have a group; " + op.op + " is not one");
       if (rank)
-        op.rank = static_cast<int>(expect_int(*rank, "rank", what + " rank", 0, g_.world - 1));
+        op.rank = static_cast<int>(expect_int(
+            *rank, "rank", [&] { return what.str() + " rank"; }, 0, g_.world - 1));
     }
   }
 
-  std::vector<int> read_group(const Node& n, const std::string& what) {
-    expect_array(n, what + " group", "group");
-    if (n->items.empty()) n.fail("group", what + ": a group needs at least one rank");
+  std::vector<int> read_group(const Node& n, What what) {
+    expect_array(
+        n, [&] { return what.str() + " group"; }, "group");
+    if (n->items.empty()) n.fail("group", what.str() + ": a group needs at least one rank");
     std::vector<int> group;
+    group.reserve(n->items.size());
     for (size_t i = 0; i < n->items.size(); ++i) {
       Node item = n.item(i);
-      int r = static_cast<int>(
-          expect_int(item, "group", what + " group[" + std::to_string(i) + "]", 0, g_.world - 1));
+      int r = static_cast<int>(expect_int(
+          item, "group", [&] { return what.str() + " group[" + std::to_string(i) + "]"; }, 0,
+          g_.world - 1));
       if (std::find(group.begin(), group.end(), r) != group.end())
-        item.fail("group", what + ": rank " + std::to_string(r) + " appears twice in the group");
+        item.fail("group",
+                  what.str() + ": rank " + std::to_string(r) + " appears twice in the group");
       group.push_back(r);
     }
     return group;
@@ -296,17 +344,17 @@ class GraphReader {
       is_input[t] = true;
     }
     for (const Op& op : g_.ops) {
-      Node out = *syn_.ops[op.index].get("out");
+      auto out = [&](size_t j) { return syn_.ops[op.index].get("out")->item(j); };
       for (size_t j = 0; j < op.out.size(); ++j) {
         int t = op.out[j];
-        std::string tn = quoted(g_.tensors[t].name);
+        auto tn = [&] { return quoted(g_.tensors[t].name); };
         if (is_input[t])
-          out.item(j).fail("ssa", "tensor " + tn + " is a graph input and also the output of op " +
-                                      op.display_name());
+          out(j).fail("ssa", "tensor " + tn() + " is a graph input and also the output of op " +
+                                 op.display_name());
         if (g_.producer[t] >= 0)
-          out.item(j).fail("ssa", "tensor " + tn + " is already the output of op " +
-                                      g_.ops[g_.producer[t]].display_name() +
-                                      "; every tensor has exactly one producer");
+          out(j).fail("ssa", "tensor " + tn() + " is already the output of op " +
+                                 g_.ops[g_.producer[t]].display_name() +
+                                 "; every tensor has exactly one producer");
         g_.producer[t] = op.index;
       }
     }
@@ -355,16 +403,16 @@ class GraphReader {
   // The i-th input and output live on group[i]; send moves group[0] -> group[1].
   void place_collective(const Op& op) {
     const Node& n = syn_.ops[op.index];
-    std::string what = "collective " + op.display_name() + " (" + op.op + ")";
+    auto what = [&] { return "collective " + op.display_name() + " (" + op.op + ")"; };
     size_t g = op.group.size();
     bool send = op.op == "send";
     if (send && (g != 2 || op.in.size() != 1 || op.out.size() != 1))
       n.fail("group",
-             what + ": send needs group [src, dst], one input and one output; found a group of " +
+             what() + ": send needs group [src, dst], one input and one output; found a group of " +
                  std::to_string(g) + ", " + std::to_string(op.in.size()) + " input(s), " +
                  std::to_string(op.out.size()) + " output(s)");
     if (!send && (op.in.size() != g || op.out.size() != g))
-      n.fail("group", what + ": needs one input and one output per group rank (" +
+      n.fail("group", what() + ": needs one input and one output per group rank (" +
                           std::to_string(g) + "); found " + std::to_string(op.in.size()) +
                           " input(s) and " + std::to_string(op.out.size()) + " output(s)");
     auto check = [&](const std::vector<int>& ts, const char* key, size_t offset) {
@@ -373,7 +421,7 @@ class GraphReader {
         int want = op.group[j + offset];
         if (t.rank != want)
           n.get(key)->item(j).fail(
-              "placement", what + ": " + key + "[" + std::to_string(j) + "] must live on rank " +
+              "placement", what() + ": " + key + "[" + std::to_string(j) + "] must live on rank " +
                                std::to_string(want) + " (group[" + std::to_string(j + offset) +
                                "]); " + quoted(t.name) + " is on rank " + std::to_string(t.rank));
       }
@@ -387,10 +435,13 @@ class GraphReader {
     size_t n = g_.ops.size();
     std::vector<std::vector<int>> users(n);
     std::vector<int> pending(n, 0);
+    std::vector<int> deps;  // the op's producers, each once, in index order
     for (const Op& op : g_.ops) {
-      std::set<int> deps;
+      deps.clear();
       for (int t : op.in)
-        if (g_.producer[t] >= 0) deps.insert(g_.producer[t]);
+        if (g_.producer[t] >= 0) deps.push_back(g_.producer[t]);
+      std::sort(deps.begin(), deps.end());
+      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
       pending[op.index] = static_cast<int>(deps.size());
       for (int d : deps) users[d].push_back(op.index);
     }
@@ -452,42 +503,53 @@ class GraphReader {
 
   void check_op_shapes(const Op& op) {
     const Node& n = syn_.ops[op.index];
-    std::vector<TensorInfo> in;
-    for (int t : op.in) in.push_back({g_.tensors[t].shape, g_.tensors[t].dtype});
+    // Reused from op to op: assigning a shape keeps the vector it replaces.
+    std::vector<TensorInfo>& in = infer_inputs_;
+    in.resize(op.in.size());
+    for (size_t k = 0; k < op.in.size(); ++k) {
+      in[k].shape = g_.tensors[op.in[k]].shape;
+      in[k].dtype = g_.tensors[op.in[k]].dtype;
+    }
     std::vector<TensorInfo> out;
-    std::string label = op.name.empty() ? op.op : op.op + " " + quoted(op.name);
+    auto label = [&] { return op.name.empty() ? op.op : op.op + " " + quoted(op.name); };
     std::string err;
     try {
-      err = OpRegistry::instance().find(op.op)->infer(op.attrs, in, op.out.size(), out);
+      err = defs_[op.index]->infer(op.attrs, in, op.out.size(), out);
     } catch (const std::exception& e) {
       err = std::string("internal error in the shape rule: ") + e.what();
     }
-    if (!err.empty()) n.fail("op-infer", label + ": " + err);
+    if (!err.empty()) n.fail("op-infer", label() + ": " + err);
     if (out.size() != op.out.size())
-      n.fail("op-infer", label + ": the operator gives " + std::to_string(out.size()) +
+      n.fail("op-infer", label() + ": the operator gives " + std::to_string(out.size()) +
                              " output(s); the plan lists " + std::to_string(op.out.size()));
     for (size_t j = 0; j < out.size(); ++j) check_output(op, label, j, out[j]);
   }
 
-  void check_output(const Op& op, const std::string& label, size_t j, const TensorInfo& got) {
+  void check_output(const Op& op, What label, size_t j, const TensorInfo& got) {
     const TensorDecl& t = g_.tensors[op.out[j]];
     const Node& decl = syn_.tensor_decls[op.out[j]];
     if (t.shape != got.shape)
       decl.get("shape")->fail("op-shape", "tensor " + quoted(t.name) + " is declared with shape " +
-                                              shape_to_string(t.shape) + " but " + label +
+                                              shape_to_string(t.shape) + " but " + label.str() +
                                               " gives output " + std::to_string(j) + " shape " +
                                               shape_to_string(got.shape));
     if (dclass_of(t.dtype) != dclass_of(got.dtype))
-      decl.get("dtype")->fail(
-          "op-dtype", "tensor " + quoted(t.name) + " is declared " + dtype_name(t.dtype) + " (" +
-                          dclass_name(dclass_of(t.dtype)) + ") but " + label + " gives output " +
-                          std::to_string(j) + " a " + dclass_name(dclass_of(got.dtype)) +
-                          " dtype (" + dtype_name(got.dtype) + ")");
+      decl.get("dtype")->fail("op-dtype", "tensor " + quoted(t.name) + " is declared " +
+                                              dtype_name(t.dtype) + " (" +
+                                              dclass_name(dclass_of(t.dtype)) + ") but " +
+                                              label.str() + " gives output " + std::to_string(j) +
+                                              " a " + dclass_name(dclass_of(got.dtype)) +
+                                              " dtype (" + dtype_name(got.dtype) + ")");
   }
 
   const Node& node_;
   Graph& g_;
+  // Ops and tensors keep their pointers (Op::pointer, TensorDecl::pointer);
+  // they are made from the graph's, found once.
+  const std::string graph_pointer_;
   GraphSyntax syn_;
+  std::vector<const OpDef*> defs_;        // per op, from read_op
+  std::vector<TensorInfo> infer_inputs_;  // check_op_shapes' scratch
 };
 
 }  // namespace
@@ -499,22 +561,25 @@ GraphSyntax read_graph(const Node& node, bool parallel, Graph& g) {
 void check_map_arity(const std::vector<std::pair<const Graph*, const GraphSyntax*>>& graphs) {
   struct FirstUse {
     size_t arity;
-    std::string where;
+    const Node* op;  // in its graph's syntax, which outlives this check
+    std::string where() const {
+      return op->file() + ":" + std::to_string((*op)->pos.line) + ":" +
+             std::to_string((*op)->pos.column) + " (" + op->pointer() + ")";
+    }
   };
-  std::unordered_map<std::string, FirstUse> seen;
+  std::unordered_map<std::string_view, FirstUse> seen;  // fn names live in the graphs' attrs
   for (auto [g, syn] : graphs) {
     for (const Op& op : g->ops) {
+      if (op.op != "map") continue;
       auto fn = op.attrs.find("fn");
-      if (op.op != "map" || fn == op.attrs.end() || fn->second.kind != Attr::Kind::String) continue;
+      if (fn == op.attrs.end() || fn->second.kind != Attr::Kind::String) continue;
       const Node& n = syn->ops[op.index];
-      std::string where = n.file() + ":" + std::to_string(n->pos.line) + ":" +
-                          std::to_string(n->pos.column) + " (" + n.pointer() + ")";
-      auto [it, fresh] = seen.emplace(fn->second.text, FirstUse{op.in.size(), where});
+      auto [it, fresh] = seen.try_emplace(fn->second.text, FirstUse{op.in.size(), &n});
       if (!fresh && it->second.arity != op.in.size())
         n.get("attrs")->get("fn")->fail(
             "map-arity", "map fn " + quoted(fn->second.text) + " is used here with " +
                              std::to_string(op.in.size()) + " input(s) but with " +
-                             std::to_string(it->second.arity) + " at " + it->second.where +
+                             std::to_string(it->second.arity) + " at " + it->second.where() +
                              "; one fn is one function with one arity");
     }
   }

@@ -22,6 +22,14 @@ Shape extent(const SliceSpec& slice) {
   return s;
 }
 
+// extent(slice) == shape, without building the extent: true for nearly every tensor.
+bool is_extent(const Shape& shape, const SliceSpec& slice) {
+  if (shape.size() != slice.size()) return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != slice[d].second - slice[d].first) return false;
+  return true;
+}
+
 // Every part set is named by (tensor, slice, n).
 using PartSetKey = std::tuple<std::string, SliceSpec, int64_t>;
 PartSetKey part_set_of(const Lineage& lin) {
@@ -45,15 +53,16 @@ class LineageChecker {
  private:
   Lineage read(size_t t, const Node& n) {
     const TensorDecl& decl = pg_.tensors[t];
-    std::string what = "lineage of " + quoted(decl.name);
+    auto what = [&] { return "lineage of " + quoted(decl.name); };
     expect_object(n, what);
     check_keys(n, {"tensor", "slice", "part"}, what);
     Lineage lin;
     Node tn = require(n, "tensor", what, "lineage");
-    lin.tensor = expect_string(tn, what + " tensor", "lineage");
+    lin.tensor = expect_string(
+        tn, [&] { return what() + " tensor"; }, "lineage");
     int lt = lg_.find(lin.tensor);
     if (lt < 0)
-      tn.fail("lineage", what + ": the logical graph has no tensor " + quoted(lin.tensor));
+      tn.fail("lineage", what() + ": the logical graph has no tensor " + quoted(lin.tensor));
     lin.logical = lt;
     const TensorDecl& logical = lg_.tensors[lt];
     lin.slice = read_slice(n.get("slice"), logical, what);
@@ -62,42 +71,48 @@ class LineageChecker {
     return lin;
   }
 
-  SliceSpec read_slice(const std::optional<Node>& n, const TensorDecl& logical,
-                       const std::string& what) {
+  SliceSpec read_slice(const std::optional<Node>& n, const TensorDecl& logical, What what) {
     SliceSpec slice;
+    slice.reserve(logical.shape.size());
     if (!n) {  // default: the whole logical tensor
       for (int64_t d : logical.shape) slice.push_back({0, d});
       return slice;
     }
-    expect_array(*n, what + " slice", "lineage-slice");
+    expect_array(
+        *n, [&] { return what.str() + " slice"; }, "lineage-slice");
     if ((*n)->items.size() != logical.shape.size())
-      n->fail("lineage-slice", what + ": slice needs one [lo, hi] per dimension of " +
+      n->fail("lineage-slice", what.str() + ": slice needs one [lo, hi] per dimension of " +
                                    quoted(logical.name) + " " + shape_to_string(logical.shape) +
                                    ", i.e. " + std::to_string(logical.shape.size()) + "; found " +
                                    std::to_string((*n)->items.size()));
     for (size_t d = 0; d < logical.shape.size(); ++d) {
       Node r = n->item(d);
-      std::string rw = what + " slice[" + std::to_string(d) + "]";
+      auto rw = [&] { return what.str() + " slice[" + std::to_string(d) + "]"; };
       expect_array(r, rw, "lineage-slice");
       if (r->items.size() != 2)
         r.fail("lineage-slice",
-               rw + ": expected [lo, hi], found " + std::to_string(r->items.size()) + " numbers");
+               rw() + ": expected [lo, hi], found " + std::to_string(r->items.size()) + " numbers");
       int64_t size = logical.shape[d];
-      int64_t lo = expect_int(r.item(0), "lineage-slice", rw + " lo", 0, size);
-      int64_t hi = expect_int(r.item(1), "lineage-slice", rw + " hi", lo, size);
+      int64_t lo = expect_int(
+          r.item(0), "lineage-slice", [&] { return rw() + " lo"; }, 0, size);
+      int64_t hi = expect_int(
+          r.item(1), "lineage-slice", [&] { return rw() + " hi"; }, lo, size);
       slice.push_back({lo, hi});
     }
     return slice;
   }
 
-  void read_part(const Node& n, const std::string& what, Lineage& lin) {
-    expect_array(n, what + " part", "lineage-part");
+  void read_part(const Node& n, What what, Lineage& lin) {
+    expect_array(
+        n, [&] { return what.str() + " part"; }, "lineage-part");
     if (n->items.size() != 2)
-      n.fail("lineage-part",
-             what + ": part is [k, n], found " + std::to_string(n->items.size()) + " numbers");
+      n.fail("lineage-part", what.str() + ": part is [k, n], found " +
+                                 std::to_string(n->items.size()) + " numbers");
     lin.has_part = true;
-    lin.part_n = expect_int(n.item(1), "lineage-part", what + " part n", 1, INT64_MAX);
-    lin.part_k = expect_int(n.item(0), "lineage-part", what + " part k", 0, lin.part_n - 1);
+    lin.part_n = expect_int(
+        n.item(1), "lineage-part", [&] { return what.str() + " part n"; }, 1, INT64_MAX);
+    lin.part_k = expect_int(
+        n.item(0), "lineage-part", [&] { return what.str() + " part k"; }, 0, lin.part_n - 1);
   }
 
   // The claim keeps the dtype class and has the slice's shape.
@@ -110,7 +125,7 @@ class LineageChecker {
                                                  ") but claims " + quoted(logical.name) +
                                                  ", which is " + dtype_name(logical.dtype) + " (" +
                                                  dclass_name(dclass_of(logical.dtype)) + ")");
-    if (decl.shape != extent(lin.slice))
+    if (!is_extent(decl.shape, lin.slice))
       dn.get("shape")->fail("lineage-shape", quoted(decl.name) + " has shape " +
                                                  shape_to_string(decl.shape) + " but claims " +
                                                  claim_text(lin) + ", whose extent is " +
@@ -177,10 +192,14 @@ class LineageChecker {
 
   // Rule 3: the parallel outputs cover every element of every logical output.
   void check_coverage() {
+    // The parallel outputs claiming each logical tensor, in output order
+    // (check_outputs has made sure each has a claim).
+    std::vector<std::vector<int>> claims(lg_.tensors.size());
+    for (int t : pg_.outputs) claims[pg_.tensors[t].of->logical].push_back(t);
     for (size_t i = 0; i < lg_.outputs.size(); ++i) {
       const TensorDecl& out = lg_.tensors[lg_.outputs[i]];
       if (element_count(out.shape) == 0) continue;
-      std::vector<Box> boxes = covering_boxes(out.name);
+      std::vector<Box> boxes = covering_boxes(claims[lg_.outputs[i]]);
       std::vector<int64_t> prefix;
       if (std::optional<std::vector<int64_t>> hole = uncovered(out.shape, boxes, prefix))
         lsyn_.outputs->item(i).fail("lineage-coverage", coverage_message(out, *hole, boxes));
@@ -188,13 +207,12 @@ class LineageChecker {
   }
 
   // Plain claims of parallel outputs, and slices whose part sets the
-  // parallel outputs hold completely.
-  std::vector<Box> covering_boxes(const std::string& tensor) const {
+  // parallel outputs hold completely; `claimants` claim one logical tensor.
+  std::vector<Box> covering_boxes(const std::vector<int>& claimants) const {
     std::vector<Box> boxes;
     std::map<PartSetKey, std::set<int64_t>> parts;
-    for (int t : pg_.outputs) {
+    for (int t : claimants) {
       const Lineage& lin = *pg_.tensors[t].of;
-      if (lin.tensor != tensor) continue;
       if (!lin.has_part)
         boxes.push_back(lin.slice);
       else

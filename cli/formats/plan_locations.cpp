@@ -38,14 +38,14 @@ GraphIndex index_graph(const Value& graph, std::string file) {
   if (const Value* tensors = member(graph, "tensors");
       tensors && tensors->is(Value::Kind::Object)) {
     for (size_t i = 0; i < tensors->keys.size(); ++i)
-      g.tensors.emplace(tensors->keys[i], tensors->key_pos[i]);  // the first of duplicates
+      g.tensors.emplace(tensors->keys[i].name, tensors->keys[i].pos);  // the first of duplicates
   }
   if (const Value* ops = member(graph, "ops"); ops && ops->is(Value::Kind::Array)) {
     for (const Value& op : ops->items) {
       g.op_starts.push_back(op.pos);
       int name = op.is(Value::Kind::Object) ? op.find("name") : -1;
       if (name >= 0 && op.items[name].is(Value::Kind::String))
-        g.ops.emplace(op.items[name].text, op.key_pos[name]);
+        g.ops.emplace(op.items[name].text, op.keys[name].pos);
     }
   }
   return g;

@@ -105,12 +105,12 @@ std::string check_output_count(const std::string& op, size_t n_out, size_t expec
 std::string check_class(const std::string& op, const std::vector<TensorInfo>& in, size_t index,
                         Allowed allowed) {
   DClass c = dclass_of(in[index].dtype);
-  std::string where = op + ": input " + std::to_string(index) + " must be ";
+  auto where = [&] { return op + ": input " + std::to_string(index) + " must be "; };
   if (allowed == Allowed::Real && c != DClass::Real)
-    return where + "real (" + op + " on " + (c == DClass::Int ? "integers" : "booleans") +
+    return where() + "real (" + op + " on " + (c == DClass::Int ? "integers" : "booleans") +
            " is invalid), found " + describe(in[index]);
   if (allowed == Allowed::Numeric && c == DClass::Bool)
-    return where + "real or integer (" + op + " on booleans is invalid), found " +
+    return where() + "real or integer (" + op + " on booleans is invalid), found " +
            describe(in[index]);
   return "";
 }
