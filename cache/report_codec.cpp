@@ -31,6 +31,7 @@ Stats stats_from_json(const json& j) {
   s.unique_stages = j.at("unique_stages").get<int64_t>();
   s.solved = j.at("solved").get<int64_t>();
   s.cached = j.value("cached", int64_t{0});
+  s.reused = j.value("reused", int64_t{0});
   s.proven_trivially = j.at("proven_trivially").get<int64_t>();
   s.logical_ops = j.at("logical_ops").get<int64_t>();
   s.parallel_ops = j.at("parallel_ops").get<int64_t>();

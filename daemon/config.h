@@ -23,6 +23,9 @@ struct DaemonConfig {
   int partial_frame_timeout_seconds = 30;
   // On shutdown, running requests get this long to finish.
   int shutdown_grace_seconds = 2;
+  // Plans whose last verification is kept for re-verifying their edits
+  // (PlanMemos); each costs about as much memory as verifying it.
+  size_t plan_memos = 2;
 };
 
 }  // namespace shardproof::daemon

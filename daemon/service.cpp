@@ -34,6 +34,7 @@ Service::Service(const DaemonConfig& config)
       cache_(open_cache(config)),
       cache_store_(cache_ ? std::make_unique<cache::CachedStageStore>(*cache_) : nullptr),
       inflight_(cache_store_.get()),
+      plan_memos_(config.plan_memos),
       pool_(config.jobs) {}
 
 Service::~Service() {
@@ -64,11 +65,14 @@ void Service::verify(const json& id, const VerifyRequest& request, const Reply& 
     }
     // The daemon reads no user files: a plan must come with its graphs inlined.
     bool refused = false;
-    Report report =
-        cache::verify_with_cache(request.path, request.text, options, cache_.get(), [&] {
+    std::unique_ptr<PlanMemo> memo = plan_memos_.take(request.path);
+    Report report = cache::verify_with_cache(
+        request.path, request.text, options, cache_.get(),
+        [&] {
           refused = has_graph_references(request.text);
           return !refused;
-        });
+        },
+        memo.get());
     if (refused) {
       reply(error_message(id, "graph-reference",
                           "the plan references graph files; inline them (the daemon reads no "
@@ -80,6 +84,7 @@ void Service::verify(const json& id, const VerifyRequest& request, const Reply& 
     stages_solved_ += report.stats.solved;
     stages_cached_ += report.stats.cached;
     reply(result_message(id, report_to_json(report)), true);
+    plan_memos_.give_back(request.path, std::move(memo));  // after the answer: it may free a plan
   } catch (const std::exception& e) {
     reply(error_message(id, "internal", std::string("verification failed: ") + e.what()), true);
   }

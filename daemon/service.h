@@ -15,6 +15,7 @@
 #include "cache/verdict_cache.h"
 #include "daemon/config.h"
 #include "daemon/inflight_store.h"
+#include "daemon/plan_memos.h"
 #include "daemon/protocol.h"
 #include "daemon/worker_pool.h"
 #include "engine/stage_memo.h"
@@ -55,6 +56,9 @@ class Service {
   // Stage identities by unreduced content, across requests: a plan sent
   // again with one layer changed reduces only that layer's stages.
   StageIdentityMemo identity_memo_;
+  // The last verification of recent plan paths: an edit is re-read and
+  // re-decided only where it changed.
+  PlanMemos plan_memos_;
   WorkerPool pool_;
   std::atomic<int64_t> verifies_{0}, stages_solved_{0}, stages_cached_{0};
   std::atomic<int64_t> proofs_{0};  // stage proofs run on the pool, trivial ones included

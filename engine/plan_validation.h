@@ -119,6 +119,23 @@ void check_lineage(const Graph& logical, const GraphSyntax& logical_syntax, Grap
 // One map fn used with two arities anywhere in the plan is invalid.
 void check_map_arity(const std::vector<std::pair<const Graph*, const GraphSyntax*>>& graphs);
 
+// The first map op (graph and op index) whose fn was used before with
+// another arity, and that first use.
+struct MapArityConflict {
+  size_t graph;
+  int op;
+  size_t first_graph;
+  int first_op;
+};
+std::optional<MapArityConflict> find_map_arity_conflict(const std::vector<const Graph*>& graphs);
+
+// Op `index` of graph `g` (read before) read again from `n`, its edited
+// element parsed alone, with every rule that concerns one op: fields,
+// operator, tensor references, attributes, placement, shape rule. The
+// graph is not changed. Throws InvalidPlan whose position may be unusable:
+// the caller reads the whole plan to word the error.
+Op reread_op(const Node& n, Graph& g, int index);
+
 // "h[0:8, 4:8]" (+ " part 1 of 2").
 std::string claim_text(const Lineage& lin);
 

@@ -96,6 +96,25 @@ class GraphReader {
     syn_.root = node;
   }
 
+  // For reread(): `g` is a graph read before; `op_node` an op element alone.
+  struct Rereading {};
+  GraphReader(const Node& op_node, Graph& g, Rereading) : node_(op_node), g_(g), rereading_(true) {}
+
+  // Op `index` read again from its (edited) element, with every rule that
+  // concerns one op: fields, operator, tensor references, attributes,
+  // placement and the shape rule. The graph is left as it was.
+  Op reread(int index) {
+    Op op = read_op(node_, index, g_.ops.at(static_cast<size_t>(index)).pointer);
+    if (g_.parallel) {
+      if (op.group.empty())
+        place_local(op, node_);
+      else
+        place_collective(op, node_);
+    }
+    check_op_shapes(op, node_, defs_.back());
+    return op;
+  }
+
   GraphSyntax run() {
     read_top();
     read_tensors();
@@ -368,15 +387,14 @@ class GraphReader {
   void check_placement() {
     for (Op& op : g_.ops) {
       if (op.group.empty())
-        place_local(op);
+        place_local(op, syn_.ops[op.index]);
       else
-        place_collective(op);
+        place_collective(op, syn_.ops[op.index]);
     }
   }
 
   // A non-collective op runs on one rank: all its tensors live there.
-  void place_local(Op& op) {
-    const Node& n = syn_.ops[op.index];
+  void place_local(Op& op, const Node& n) {
     int first = op.in.empty() ? op.out[0] : op.in[0];
     int rank = g_.tensors[first].rank;
     auto check = [&](const std::vector<int>& ts, const char* key) {
@@ -401,8 +419,7 @@ class GraphReader {
   }
 
   // The i-th input and output live on group[i]; send moves group[0] -> group[1].
-  void place_collective(const Op& op) {
-    const Node& n = syn_.ops[op.index];
+  void place_collective(const Op& op, const Node& n) {
     auto what = [&] { return "collective " + op.display_name() + " (" + op.op + ")"; };
     size_t g = op.group.size();
     bool send = op.op == "send";
@@ -498,11 +515,10 @@ class GraphReader {
   }
 
   void check_shapes() {
-    for (const Op& op : g_.ops) check_op_shapes(op);
+    for (const Op& op : g_.ops) check_op_shapes(op, syn_.ops[op.index], defs_[op.index]);
   }
 
-  void check_op_shapes(const Op& op) {
-    const Node& n = syn_.ops[op.index];
+  void check_op_shapes(const Op& op, const Node& n, const OpDef* def) {
     // Reused from op to op: assigning a shape keeps the vector it replaces.
     std::vector<TensorInfo>& in = infer_inputs_;
     in.resize(op.in.size());
@@ -514,7 +530,7 @@ class GraphReader {
     auto label = [&] { return op.name.empty() ? op.op : op.op + " " + quoted(op.name); };
     std::string err;
     try {
-      err = defs_[op.index]->infer(op.attrs, in, op.out.size(), out);
+      err = def->infer(op.attrs, in, op.out.size(), out);
     } catch (const std::exception& e) {
       err = std::string("internal error in the shape rule: ") + e.what();
     }
@@ -527,6 +543,9 @@ class GraphReader {
 
   void check_output(const Op& op, What label, size_t j, const TensorInfo& got) {
     const TensorDecl& t = g_.tensors[op.out[j]];
+    // A reread has no declarations to point at; its caller reads in full.
+    if (rereading_ && (t.shape != got.shape || dclass_of(t.dtype) != dclass_of(got.dtype)))
+      throw InvalidPlan{Diagnostic{"op-shape", "", "", 0, 0, "an edited op's output changed"}};
     const Node& decl = syn_.tensor_decls[op.out[j]];
     if (t.shape != got.shape)
       decl.get("shape")->fail("op-shape", "tensor " + quoted(t.name) + " is declared with shape " +
@@ -550,6 +569,7 @@ class GraphReader {
   GraphSyntax syn_;
   std::vector<const OpDef*> defs_;        // per op, from read_op
   std::vector<TensorInfo> infer_inputs_;  // check_op_shapes' scratch
+  const bool rereading_ = false;
 };
 
 }  // namespace
@@ -558,31 +578,46 @@ GraphSyntax read_graph(const Node& node, bool parallel, Graph& g) {
   return GraphReader(node, parallel, g).run();
 }
 
-void check_map_arity(const std::vector<std::pair<const Graph*, const GraphSyntax*>>& graphs) {
+Op reread_op(const Node& n, Graph& g, int index) {
+  return GraphReader(n, g, GraphReader::Rereading{}).reread(index);
+}
+
+std::optional<MapArityConflict> find_map_arity_conflict(const std::vector<const Graph*>& graphs) {
   struct FirstUse {
-    size_t arity;
-    const Node* op;  // in its graph's syntax, which outlives this check
-    std::string where() const {
-      return op->file() + ":" + std::to_string((*op)->pos.line) + ":" +
-             std::to_string((*op)->pos.column) + " (" + op->pointer() + ")";
-    }
+    size_t arity, graph;
+    int op;
   };
   std::unordered_map<std::string_view, FirstUse> seen;  // fn names live in the graphs' attrs
-  for (auto [g, syn] : graphs) {
-    for (const Op& op : g->ops) {
+  for (size_t gi = 0; gi < graphs.size(); ++gi) {
+    for (const Op& op : graphs[gi]->ops) {
       if (op.op != "map") continue;
       auto fn = op.attrs.find("fn");
       if (fn == op.attrs.end() || fn->second.kind != Attr::Kind::String) continue;
-      const Node& n = syn->ops[op.index];
-      auto [it, fresh] = seen.try_emplace(fn->second.text, FirstUse{op.in.size(), &n});
+      auto [it, fresh] = seen.try_emplace(fn->second.text, FirstUse{op.in.size(), gi, op.index});
       if (!fresh && it->second.arity != op.in.size())
-        n.get("attrs")->get("fn")->fail(
-            "map-arity", "map fn " + quoted(fn->second.text) + " is used here with " +
-                             std::to_string(op.in.size()) + " input(s) but with " +
-                             std::to_string(it->second.arity) + " at " + it->second.where() +
-                             "; one fn is one function with one arity");
+        return MapArityConflict{gi, op.index, it->second.graph, it->second.op};
     }
   }
+  return std::nullopt;
+}
+
+void check_map_arity(const std::vector<std::pair<const Graph*, const GraphSyntax*>>& graphs) {
+  std::vector<const Graph*> plain;
+  for (auto [g, syn] : graphs) plain.push_back(g);
+  std::optional<MapArityConflict> c = find_map_arity_conflict(plain);
+  if (!c) return;
+  const Op& op = graphs[c->graph].first->ops[c->op];
+  const Op& first = graphs[c->first_graph].first->ops[c->first_op];
+  const Node& n = graphs[c->graph].second->ops[c->op];
+  const Node& first_node = graphs[c->first_graph].second->ops[c->first_op];
+  const std::string where = first_node.file() + ":" + std::to_string(first_node->pos.line) + ":" +
+                            std::to_string(first_node->pos.column) + " (" + first_node.pointer() +
+                            ")";
+  const std::string& fn = op.attrs.at("fn").text;
+  n.get("attrs")->get("fn")->fail(
+      "map-arity", "map fn " + quoted(fn) + " is used here with " + std::to_string(op.in.size()) +
+                       " input(s) but with " + std::to_string(first.in.size()) + " at " + where +
+                       "; one fn is one function with one arity");
 }
 
 }  // namespace shardproof::plan_detail

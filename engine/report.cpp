@@ -217,6 +217,7 @@ std::string report_headline(const Report& report) {
     out << " (" << report.stats.stages << (report.stats.stages == 1 ? " stage, " : " stages, ")
         << report.stats.unique_stages << " distinct, " << report.stats.solved << " solved, ";
     if (report.stats.cached > 0) out << report.stats.cached << " cached, ";
+    if (report.stats.reused > 0) out << report.stats.reused << " unchanged, ";
     out << format_seconds(report.stats.seconds) << ")";
   }
   return out.str();
@@ -299,6 +300,7 @@ nlohmann::json report_to_json(const Report& report) {
                 {"unique_stages", report.stats.unique_stages},
                 {"solved", report.stats.solved},
                 {"cached", report.stats.cached},
+                {"reused", report.stats.reused},
                 {"proven_trivially", report.stats.proven_trivially},
                 {"logical_ops", report.stats.logical_ops},
                 {"parallel_ops", report.stats.parallel_ops},

@@ -39,6 +39,7 @@ struct Stats {
   int64_t unique_stages = 0;     // distinct canonical stages (identical layers share one)
   int64_t solved = 0;            // stages sent to the solver
   int64_t cached = 0;            // distinct stages whose verdict came from the cache
+  int64_t reused = 0;            // stages unchanged since the plan's last verification
   int64_t proven_trivially = 0;  // stages closed by normalisation alone
   int64_t logical_ops = 0;
   int64_t parallel_ops = 0;

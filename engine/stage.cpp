@@ -113,21 +113,22 @@ class StageBuilder {
   std::map<int, int> logical_map_, parallel_map_;
 };
 
-void build_one(const Plan& plan, const GroupKey& key, const std::vector<int>& members,
-               Stage& stage) {
+// The structural part of a stage: its parallel cone (stopping at lineage
+// tensors outside the group) and the logical cone up to the cut, before
+// demand pruning reads any op's attributes.
+void cut_cones(const Plan& plan, StageUnit& unit) {
   const Graph& par = plan.parallel;
   const Graph& log = plan.logical;
-  std::set<int> member_set(members.begin(), members.end());
+  const std::set<int> member_set(unit.members.begin(), unit.members.end());
 
-  // Parallel region: stop at lineage-bearing tensors outside the group.
   std::set<int> par_reached;
-  std::vector<int> par_ops = backward_cone(
-      par, members, [&](int t) { return par.tensors[t].of.has_value() && !member_set.count(t); },
-      par_reached);
+  unit.parallel_cone = backward_cone(
+      par, unit.members,
+      [&](int t) { return par.tensors[t].of.has_value() && !member_set.count(t); }, par_reached);
 
   // The cut: logical tensors the parallel stage inputs refer to.
   std::set<int> cut;
-  const std::set<int> par_op_set(par_ops.begin(), par_ops.end());
+  const std::set<int> par_op_set(unit.parallel_cone.begin(), unit.parallel_cone.end());
   for (int t : par_reached) {
     bool produced_inside = par.producer[t] >= 0 && par_op_set.count(par.producer[t]) > 0;
     if (!produced_inside && par.tensors[t].of) cut.insert(par.tensors[t].of->logical);
@@ -135,25 +136,12 @@ void build_one(const Plan& plan, const GroupKey& key, const std::vector<int>& me
   // When a parallel input claims the target itself (parts all-reduced into
   // a replica, a replica forwarded by send), the claim holds for every value
   // of the target, so the target is cut too and no logical op is needed.
-  std::set<int> log_reached;
-  std::vector<int> log_ops;
-  if (!cut.count(key.logical)) {
-    log_ops = backward_cone(
-        log, {key.logical}, [&](int t) { return cut.count(t) > 0; }, log_reached);
-    // Only what the claimed region depends on; the rest are free leaves.
-    log_ops = demanded_ops(log, log_ops, key.logical, key.slice);
+  unit.logical_cone.clear();
+  if (!cut.count(unit.logical)) {
+    std::set<int> log_reached;
+    unit.logical_cone = backward_cone(
+        log, {unit.logical}, [&](int t) { return cut.count(t) > 0; }, log_reached);
   }
-
-  StageBuilder builder(plan, stage);
-  stage.target = builder.add_logical(key.logical);
-  for (int op : log_ops) builder.add_op(log, op, false);
-  for (int op : par_ops) builder.add_op(par, op, true);
-  for (int m : members) stage.members.push_back(builder.add_parallel(m));
-  stage.slice = key.slice;
-  stage.parts = key.parts;
-  stage.title = slice_to_string(log.tensors[key.logical].name, key.slice);
-  if (key.parts) stage.title += " (" + std::to_string(key.parts) + " parts)";
-  stage.full_position.clear();  // identity until shape reduction fills it
 }
 
 // Whether `member`'s parallel cone (stopping, as a stage does, at lineage
@@ -180,7 +168,7 @@ bool reaches_target_claim(const Graph& par, int member, const std::set<int>& mem
 }
 
 // A stage whose parallel inputs claim its target takes the target as free
-// (build_one), which is right only for members computed from those claims.
+// (cut_cones), which is right only for members computed from those claims.
 // A group that mixes them with members computed another way (a replica
 // recomputed from the inputs) becomes two stages, each checked on its own.
 std::vector<std::vector<int>> split_members(const Graph& par, const GroupKey& key,
@@ -209,7 +197,7 @@ std::string slice_to_string(const std::string& tensor, const SliceSpec& slice) {
   return s + "]";
 }
 
-std::vector<Stage> build_stages(const Plan& plan, int jobs) {
+std::vector<StageUnit> cut_units(const Plan& plan, int jobs) {
   const Graph& par = plan.parallel;
   std::map<GroupKey, std::vector<int>> groups;
   std::vector<GroupKey> order;  // first appearance in the parallel topological order
@@ -228,13 +216,43 @@ std::vector<Stage> build_stages(const Plan& plan, int jobs) {
   std::vector<std::vector<std::vector<int>>> split(order.size());
   parallel_for(jobs, order.size(),
                [&](size_t i) { split[i] = split_members(par, order[i], groups.at(order[i])); });
-  std::vector<std::pair<const GroupKey*, const std::vector<int>*>> units;
+  std::vector<StageUnit> units;
   for (size_t i = 0; i < order.size(); ++i)
-    for (const std::vector<int>& members : split[i]) units.push_back({&order[i], &members});
+    for (std::vector<int>& members : split[i])
+      units.push_back(
+          {order[i].logical, order[i].slice, order[i].parts, std::move(members), {}, {}});
+  parallel_for(jobs, units.size(), [&](size_t i) { cut_cones(plan, units[i]); });
+  return units;
+}
+
+Stage build_stage(const Plan& plan, const StageUnit& unit, int id) {
+  const Graph& par = plan.parallel;
+  const Graph& log = plan.logical;
+  // Only what the claimed region depends on; the rest are free leaves.
+  std::vector<int> log_ops = unit.logical_cone.empty()
+                                 ? std::vector<int>{}
+                                 : demanded_ops(log, unit.logical_cone, unit.logical, unit.slice);
+
+  Stage stage;
+  stage.id = id;
+  StageBuilder builder(plan, stage);
+  stage.target = builder.add_logical(unit.logical);
+  for (int op : log_ops) builder.add_op(log, op, false);
+  for (int op : unit.parallel_cone) builder.add_op(par, op, true);
+  for (int m : unit.members) stage.members.push_back(builder.add_parallel(m));
+  stage.slice = unit.slice;
+  stage.parts = unit.parts;
+  stage.title = slice_to_string(log.tensors[unit.logical].name, unit.slice);
+  if (unit.parts) stage.title += " (" + std::to_string(unit.parts) + " parts)";
+  stage.full_position.clear();  // identity until shape reduction fills it
+  return stage;
+}
+
+std::vector<Stage> build_stages(const Plan& plan, int jobs) {
+  const std::vector<StageUnit> units = cut_units(plan, jobs);
   std::vector<Stage> stages(units.size());
   parallel_for(jobs, units.size(), [&](size_t i) {  // each stage reads the plan only
-    stages[i].id = static_cast<int>(i) + 1;
-    build_one(plan, *units[i].first, *units[i].second, stages[i]);
+    stages[i] = build_stage(plan, units[i], static_cast<int>(i) + 1);
   });
   return stages;
 }

@@ -110,8 +110,27 @@ struct Stage {
   int64_t element_count() const;
 };
 
-// Cuts the plan into one stage per claim group, in a deterministic order,
-// on up to `jobs` threads (0: one per core).
+// A stage as the cut defines it from the plan's structure alone: its claim
+// group and the ops of its two cones, before demand pruning (which reads op
+// attributes) keeps only what the claimed region depends on. A stage is a
+// function of its unit, the tensor declarations and the contents of the ops
+// in its cones: an edit to any other op leaves it as it was.
+struct StageUnit {
+  int logical = -1;                              // the claimed logical tensor
+  SliceSpec slice;                               // the claimed slice
+  int64_t parts = 0;                             // 0: plain claims; n: additive parts 0..n-1
+  std::vector<int> members;                      // parallel tensors of the claim group
+  std::vector<int> logical_cone, parallel_cone;  // op indices, producers first
+};
+
+// The plan's stage units, one per claim group (or two for a mixed group), in
+// a deterministic order, on up to `jobs` threads (0: one per core).
+std::vector<StageUnit> cut_units(const Plan& plan, int jobs = 1);
+
+// The stage of one unit, numbered `id` (1-based position among the units).
+Stage build_stage(const Plan& plan, const StageUnit& unit, int id);
+
+// Cuts the plan into one stage per unit (cut_units then build_stage).
 std::vector<Stage> build_stages(const Plan& plan, int jobs = 1);
 
 // "out[0:8, 0:16]" for messages.

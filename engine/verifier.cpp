@@ -22,7 +22,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Where a stage's outcome came from in this run.
-enum class Source { Solved, Stored, Duplicate };
+enum class Source { Solved, Stored, Duplicate, Reused };
 
 const char* source_name(Source s) {
   switch (s) {
@@ -32,6 +32,8 @@ const char* source_name(Source s) {
       return "cache";
     case Source::Duplicate:
       return "duplicate";
+    case Source::Reused:
+      return "reused";
   }
   return "solved";
 }
@@ -59,6 +61,7 @@ void combine(const std::vector<StageOutcome>& outcomes, const std::vector<Source
     const StageOutcome& o = outcomes[i];
     report.stats.solved += sources[i] == Source::Solved && o.queries > 0 ? 1 : 0;
     report.stats.cached += sources[i] == Source::Stored ? 1 : 0;
+    report.stats.reused += sources[i] == Source::Reused ? 1 : 0;
     report.stats.proven_trivially += o.trivial ? 1 : 0;
     switch (o.status) {
       case StageStatus::Proven:
@@ -89,10 +92,13 @@ void combine(const std::vector<StageOutcome>& outcomes, const std::vector<Source
 }
 
 // Decides the stages of one plan: each distinct stage once (from the store
-// or the solver), then its duplicates from it.
+// or the solver), then its duplicates from it. Stages an earlier run of the
+// plan decided (reuse) keep their identity and outcome; their Stage is left
+// empty and never read.
 class StageRun {
  public:
-  StageRun(std::vector<Stage>& stages, const VerifyOptions& options)
+  StageRun(std::vector<Stage>& stages, const VerifyOptions& options,
+           std::vector<std::optional<ReusedStage>> reuse = {})
       : stages_(stages),
         options_(options),
         prover_{options.rlimit, options.max_stage_elements, options.timeout_ms,
@@ -101,7 +107,20 @@ class StageRun {
         outcomes_(stages.size()),
         sources_(stages.size()),
         shared_(stages.size()),
-        reduction_done_(stages.size(), 0) {}
+        reduction_done_(stages.size(), 0),
+        reused_(stages.size(), 0) {
+    for (size_t i = 0; i < reuse.size(); ++i) {
+      if (!reuse[i]) continue;
+      ids_[i] = std::move(reuse[i]->id);
+      outcomes_[i] = std::move(reuse[i]->outcome);
+      sources_[i] = Source::Reused;
+      reused_[i] = 1;
+    }
+  }
+
+  // What the record of this run keeps, once it has run.
+  std::vector<StageIdentity>& identities() { return ids_; }
+  std::vector<StageOutcome>& outcomes() { return outcomes_; }
 
   void run(Report& report) {
     auto start = Clock::now();
@@ -110,7 +129,9 @@ class StageRun {
     // rendered), else by reducing it.
     StageIdentityMemo run_memo;
     StageIdentityMemo& memo = options_.identity_memo ? *options_.identity_memo : run_memo;
+    announce_reused();
     parallel_for(options_.jobs, stages_.size(), [&](size_t i) {
+      if (reused_[i]) return;
       if (!options_.reduce_shapes) {
         ids_[i] = stage_identity(stages_[i]);
         return;
@@ -128,12 +149,11 @@ class StageRun {
     std::map<std::string, size_t> first_with_key;
     std::vector<size_t> unique, duplicates;
     for (size_t i = 0; i < stages_.size(); ++i) {
-      if (first_with_key.emplace(ids_[i].key, i).second)
-        unique.push_back(i);
-      else
-        duplicates.push_back(i);
+      const bool first = first_with_key.emplace(ids_[i].key, i).second;
+      if (reused_[i]) continue;  // decided; still the first of its key
+      (first ? unique : duplicates).push_back(i);
     }
-    report.stats.unique_stages = static_cast<int64_t>(unique.size());
+    report.stats.unique_stages = static_cast<int64_t>(first_with_key.size());
     auto keyed = Clock::now();
     report.stats.phases.key = std::chrono::duration<double>(keyed - start).count();
     parallel_for(options_.jobs, unique.size(), [&](size_t u) { decide_safely(unique[u]); });
@@ -246,6 +266,24 @@ class StageRun {
     announce(i);
   }
 
+  // One event for all the stages carried over from an earlier run.
+  void announce_reused() {
+    const int64_t n = std::count(reused_.begin(), reused_.end(), 1);
+    if (n == 0) return;
+    std::lock_guard<std::mutex> lock(progress_mutex_);
+    done_ += n;
+    if (!options_.progress) return;
+    VerifyProgress p;
+    p.done = done_;
+    p.total = static_cast<int64_t>(stages_.size());
+    p.stage = std::to_string(n) + " stages unchanged since the last verification";
+    p.status = "proven";
+    for (size_t i = 0; i < reused_.size(); ++i)
+      if (reused_[i] && outcomes_[i].status != StageStatus::Proven) p.status = "refuted";
+    p.source = source_name(Source::Reused);
+    options_.progress(p);
+  }
+
   void announce(size_t i) {
     std::lock_guard<std::mutex> lock(progress_mutex_);
     ++done_;
@@ -273,15 +311,14 @@ class StageRun {
   // Whether reduce_stage ran on a stage (a failed reduction leaves it full
   // size and is not retried). One byte per stage: written by one thread each.
   std::vector<char> reduction_done_;
+  std::vector<char> reused_;  // 1: decided by an earlier run
   std::atomic<int64_t> solving_{0};
   std::mutex progress_mutex_;
   int64_t done_ = 0, cached_ = 0;
 };
 
-}  // namespace
-
-Report verify_plan(const Plan& plan, const VerifyOptions& options) {
-  auto start = Clock::now();
+// The report's fields that come from the plan itself.
+Report plan_report(const Plan& plan) {
   Report report;
   report.plan_path = plan.path;
   report.plan_name = plan.name;
@@ -290,14 +327,93 @@ Report verify_plan(const Plan& plan, const VerifyOptions& options) {
   if (report.meta.is_discarded()) report.meta = nlohmann::json::object();
   report.stats.logical_ops = static_cast<int64_t>(plan.logical.ops.size());
   report.stats.parallel_ops = static_cast<int64_t>(plan.parallel.ops.size());
+  return report;
+}
+
+// Runs the stages and keeps what a later edit can reuse in `record` (if any):
+// each stage's identity, and its outcome when definite.
+void run_stages(std::vector<Stage>& stages, const VerifyOptions& options,
+                std::vector<std::optional<ReusedStage>> reuse, StageRecord* record,
+                Report& report) {
+  report.stats.stages = static_cast<int64_t>(stages.size());
+  StageRun run(stages, options, std::move(reuse));
+  run.run(report);
+  if (!record) return;
+  record->stages.assign(stages.size(), std::nullopt);
+  for (size_t i = 0; i < stages.size(); ++i) {
+    StageOutcome& o = run.outcomes()[i];
+    if (o.status == StageStatus::Proven || o.status == StageStatus::Refuted)
+      record->stages[i] = ReusedStage{std::move(run.identities()[i]), std::move(o)};
+  }
+}
+
+Report verify_recorded(const Plan& plan, const VerifyOptions& options, StageRecord* record) {
+  auto start = Clock::now();
+  Report report = plan_report(plan);
   try {
-    std::vector<Stage> stages = build_stages(plan, options.jobs);
+    std::vector<StageUnit> units = cut_units(plan, options.jobs);
+    std::vector<Stage> stages(units.size());
+    parallel_for(options.jobs, units.size(), [&](size_t i) {  // each stage reads the plan only
+      stages[i] = build_stage(plan, units[i], static_cast<int>(i) + 1);
+    });
     report.stats.phases.cut = std::chrono::duration<double>(Clock::now() - start).count();
-    report.stats.stages = static_cast<int64_t>(stages.size());
-    StageRun(stages, options).run(report);
+    if (record) record->units = std::move(units);
+    run_stages(stages, options, {}, record, report);
   } catch (const std::exception& e) {
     report.verdict = Verdict::InternalError;
     report.error = e.what();
+    if (record) *record = StageRecord{};
+  }
+  report.stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return report;
+}
+
+}  // namespace
+
+Report verify_plan(const Plan& plan, const VerifyOptions& options) {
+  return verify_recorded(plan, options, nullptr);
+}
+
+Report verify_plan(const Plan& plan, const VerifyOptions& options, StageRecord& record) {
+  return verify_recorded(plan, options, &record);
+}
+
+Report verify_plan_edit(const Plan& plan, const OpEdits& edits, const VerifyOptions& options,
+                        StageRecord& record) {
+  if (record.units.empty() || record.stages.size() != record.units.size())
+    return verify_plan(plan, options, record);
+  auto start = Clock::now();
+  Report report = plan_report(plan);
+  try {
+    std::vector<char> logical_edit(plan.logical.ops.size(), 0);
+    std::vector<char> parallel_edit(plan.parallel.ops.size(), 0);
+    for (int op : edits.logical) logical_edit.at(static_cast<size_t>(op)) = 1;
+    for (int op : edits.parallel) parallel_edit.at(static_cast<size_t>(op)) = 1;
+    auto touches = [](const std::vector<int>& cone, const std::vector<char>& edited) {
+      return std::any_of(cone.begin(), cone.end(),
+                         [&](int op) { return edited[static_cast<size_t>(op)] != 0; });
+    };
+    // A stage is the same stage when no op of its cones was edited
+    // (StageUnit); only a definite outcome is carried over.
+    std::vector<std::optional<ReusedStage>> reuse = std::move(record.stages);
+    std::vector<size_t> recut;
+    for (size_t i = 0; i < record.units.size(); ++i) {
+      const StageUnit& u = record.units[i];
+      if (touches(u.logical_cone, logical_edit) || touches(u.parallel_cone, parallel_edit))
+        reuse[i].reset();
+      if (!reuse[i]) recut.push_back(i);
+    }
+    std::vector<Stage> stages(record.units.size());
+    parallel_for(options.jobs, recut.size(), [&](size_t k) {
+      const size_t i = recut[k];
+      stages[i] = build_stage(plan, record.units[i], static_cast<int>(i) + 1);
+    });
+    report.stats.phases.cut = std::chrono::duration<double>(Clock::now() - start).count();
+    run_stages(stages, options, std::move(reuse), &record, report);
+  } catch (const std::exception& e) {
+    report.verdict = Verdict::InternalError;
+    report.error = e.what();
+    record = StageRecord{};
   }
   report.stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return report;

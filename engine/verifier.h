@@ -7,8 +7,11 @@
 #include <string>
 
 #include "engine/ir.h"
+#include "engine/plan_revision.h"
 #include "engine/report.h"
+#include "engine/stage.h"
 #include "engine/stage_memo.h"
+#include "engine/stage_prover.h"
 #include "engine/stage_store.h"
 
 namespace shardproof {
@@ -51,5 +54,29 @@ Report verify_plan_file(const std::string& path, const VerifyOptions& options);
 
 // Verifies an already validated plan.
 Report verify_plan(const Plan& plan, const VerifyOptions& options);
+
+// A stage an earlier run decided, for a later run to take as it is.
+struct ReusedStage {
+  StageIdentity id;
+  StageOutcome outcome;  // proven or refuted: nothing a limit could change
+};
+
+// What a verification leaves for verifying the plan's next edit: its stage
+// units and, per stage, the identity and definite outcome it got.
+struct StageRecord {
+  std::vector<StageUnit> units;
+  std::vector<std::optional<ReusedStage>> stages;  // per unit
+};
+
+// verify_plan, keeping the record of the run in `record`.
+Report verify_plan(const Plan& plan, const VerifyOptions& options, StageRecord& record);
+
+// Verifies `plan`, which is the plan `record` was made for with the contents
+// of the ops in `edits` changed (reread_edited). A stage whose cones hold no
+// edited op is the same stage (StageUnit) and keeps its recorded identity
+// and outcome (stats.reused); only the others are cut and decided. Updates
+// `record` for the next edit.
+Report verify_plan_edit(const Plan& plan, const OpEdits& edits, const VerifyOptions& options,
+                        StageRecord& record);
 
 }  // namespace shardproof

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/planner.h"
+#include "tests/planner_support.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
@@ -24,13 +25,7 @@ struct Case {
 };
 
 PlanConfig cfg(int layers, int dp, int tp, int pp, int mb) {
-  PlanConfig c;
-  c.layers = layers;
-  c.dp = dp;
-  c.tp = tp;
-  c.pp = pp;
-  c.microbatches = mb;
-  return c;
+  return testing::transformer_config(layers, dp, tp, pp, mb);
 }
 
 Case with(std::string label, PlanConfig c, void (*edit)(PlanConfig&) = nullptr) {
@@ -55,9 +50,8 @@ std::vector<Case> correct_cases() {
       with("pp2_tied", cfg(4, 1, 1, 2, 1), [](PlanConfig& c) { c.tie_embeddings = true; }),
       with("sgd_tp2", cfg(2, 1, 2, 1, 1), [](PlanConfig& c) { c.optimizer = "sgd"; }),
       with("dp2_tp2_pp2_mb2", cfg(2, 2, 2, 2, 2)),
-      with("everything", cfg(2, 2, 2, 2, 1), [](PlanConfig& c) {
-        c.sp = true, c.cp = 2, c.zero = 2, c.tie_embeddings = true;
-      }),
+      with("everything", cfg(2, 2, 2, 2, 1),
+           [](PlanConfig& c) { c.sp = true, c.cp = 2, c.zero = 2, c.tie_embeddings = true; }),
   };
 }
 
@@ -100,32 +94,10 @@ TEST(LlamaPublishedShapes, WrongOffsetBugIsFoundAtPublishedShapes) {
   EXPECT_EQ(r.findings.front().tensor, plan["meta"].value("bug_first_tensor", ""));
 }
 
-// The first configuration (from a list covering every parallelism kind) a
-// bug applies to.
 PlanConfig config_for(const std::string& bug) {
-  // Small first: two layers unless the bug needs a stage with two layers.
-  std::vector<PlanConfig> candidates = {
-      cfg(2, 2, 2, 1, 1),
-      with("", cfg(2, 2, 2, 1, 1), [](PlanConfig& c) { c.sp = true; }).config,
-      with("", cfg(2, 2, 1, 1, 1), [](PlanConfig& c) { c.cp = 2; }).config,
-      with("", cfg(2, 2, 1, 1, 1), [](PlanConfig& c) { c.zero = 1; }).config,
-      cfg(2, 1, 1, 2, 2),
-      with("", cfg(2, 1, 1, 2, 1), [](PlanConfig& c) { c.tie_embeddings = true; }).config,
-      cfg(2, 1, 4, 1, 1),
-      cfg(4, 1, 1, 2, 1),
-      with("", cfg(2, 1, 2, 1, 1), [](PlanConfig& c) { c.bias = true; }).config,
-      with("", cfg(2, 1, 2, 1, 1), [](PlanConfig& c) { c.reshard_residual = true; }).config,
-  };
-  for (PlanConfig c : candidates) {
-    c.bug = bug;
-    try {
-      planner::bug_first_tensor("llama3-tiny", c);
-      return c;
-    } catch (const std::invalid_argument&) {
-    }
-  }
-  ADD_FAILURE() << "no test configuration fits bug " << bug;
-  return {};
+  std::optional<PlanConfig> c = testing::llama_config_for_bug(bug);
+  if (!c) ADD_FAILURE() << "no test configuration fits bug " << bug;
+  return c.value_or(PlanConfig{});
 }
 
 std::vector<std::string> bug_names() {

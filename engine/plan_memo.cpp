@@ -1,0 +1,52 @@
+#include "engine/plan_memo.h"
+
+#include <chrono>
+
+#include "engine/plan_parser.h"
+
+namespace shardproof {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+Report verify_text_with_memo(const std::string& path, std::string text,
+                             const VerifyOptions& options, PlanMemo& memo) {
+  auto start = Clock::now();
+  if (memo.parsed) {
+    if (std::optional<OpEdits> edits = reread_edited(*memo.parsed, text)) {
+      const double parse = seconds_since(start);
+      memo.parsed->plan.path = path;
+      Report report = verify_plan_edit(memo.parsed->plan, *edits, options, memo.stages);
+      report.stats.phases.parse = parse;
+      report.stats.seconds += parse;
+      return report;
+    }
+  }
+  memo.clear();
+  ParseResult parsed = parse_plan_text(text, path, "");
+  Report report;
+  if (parsed.plan) {
+    const double parse = seconds_since(start);
+    report = verify_plan(*parsed.plan, options, memo.stages);
+    report.stats.phases.parse = parse;
+    report.stats.seconds += parse;
+    memo.parsed = keep_parsed_text(std::move(text), std::move(*parsed.plan));
+    if (!memo.parsed) memo.clear();
+  } else if (parsed.error) {
+    report.verdict = Verdict::Invalid;
+    report.invalid = parsed.error;
+  } else {
+    report.verdict = Verdict::InternalError;
+    report.error = parsed.io_error.empty() ? "the plan could not be read" : parsed.io_error;
+  }
+  report.plan_path = path;
+  return report;
+}
+
+}  // namespace shardproof
