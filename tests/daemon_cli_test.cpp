@@ -215,6 +215,44 @@ TEST_F(DaemonTest, OneChangedLayerResolvesOnlyItsStages) {
   EXPECT_EQ(status()["stages_proved"].get<int64_t>() - proved, expected);
 }
 
+// The same plan path edited in place, as a developer tunes a plan: the
+// daemon re-reads only the edited ops and carries every stage they do not
+// reach over from its last verification (stats.reused), and answers as a
+// verification from scratch does.
+TEST_F(DaemonTest, AnEditedPlanReusesTheStagesItsEditDoesNotReach) {
+  fs::path correct = plan("correct.json", "mlp --layers 6 --dp 2 --tp 2");
+  fs::path buggy = plan("buggy.json", "mlp --layers 6 --dp 2 --tp 2 --bug allreduce-mean-not-sum");
+  json base = json::parse(slurp(correct)), bug = json::parse(slurp(buggy));
+  bug["name"] = base["name"];  // the bug's only trace is then in its ops
+  bug["meta"] = base["meta"];
+  fs::path p = fs::path(env_.root()) / "tuned.json";
+  auto write = [&](const json& plan) { std::ofstream(p, std::ios::trunc) << plan.dump(1); };
+
+  write(base);
+  CliRun first = verify(p);
+  ASSERT_EQ(first.code, 0) << first.out << first.err;
+  EXPECT_EQ(first.report()["stats"]["reused"], 0);
+
+  write(bug);
+  CliRun edit = verify(p);
+  ASSERT_EQ(edit.code, 1) << edit.out << edit.err;
+  json edited = edit.report();
+  const int64_t stages = edited["stats"]["stages"].get<int64_t>();
+  const int64_t reused = edited["stats"]["reused"].get<int64_t>();
+  EXPECT_GT(reused, 0) << edited["stats"].dump();
+  EXPECT_LT(reused, stages);
+  CliRun scratch = verify(p, "--no-daemon --no-cache");
+  ASSERT_EQ(scratch.code, 1) << scratch.err;
+  json full = scratch.report();
+  EXPECT_EQ(edited["findings"], full["findings"]);
+  EXPECT_EQ(edited["stats"]["stages"], full["stats"]["stages"]);
+  EXPECT_EQ(edited["stats"]["unique_stages"], full["stats"]["unique_stages"]);
+
+  write(base);  // and back (its report comes from the cache)
+  CliRun back = verify(p);
+  EXPECT_EQ(back.code, 0) << back.out << back.err;
+}
+
 TEST_F(DaemonTest, TwoClientsAtOnceSolveEachStageOnce) {
   fs::path p = plan("big.json", "mlp --layers 16 --dp 2 --tp 2 --pp 2 --microbatches 2");
   ASSERT_EQ(run("daemon start").code, 0);
