@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/pid_lock.h"
+#include "daemon/protocol.h"
 #include "engine/canonical.h"
 #include "engine/plan_parser.h"
 #include "engine/shape_reduction.h"
@@ -109,7 +110,8 @@ class RawClient {
     }
   }
   json hello(const std::string& build) {
-    send(json{{"type", "hello"}, {"protocol", 1}, {"build", build}}.dump() + "\n");
+    send(json{{"type", "hello"}, {"protocol", daemon::kProtocolVersion}, {"build", build}}.dump() +
+         "\n");
     return read();
   }
   void close() {
