@@ -9,6 +9,7 @@
 
 #include "cache/cached_verify.h"
 #include "cli/local_cache.h"
+#include "daemon/large_text.h"
 #include "daemon/plan_text.h"
 
 namespace shardproof::cli {
@@ -42,6 +43,7 @@ std::optional<std::string> read_plan(const std::string& path) {
   std::string text;
   uintmax_t size = std::filesystem::file_size(path, ec);
   if (!ec && size > 0) {
+    daemon::reserve_large(text, size);
     text.resize(size);
     in.read(text.data(), static_cast<std::streamsize>(size));
     text.resize(static_cast<size_t>(in.gcount()));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "daemon/large_text.h"
+
 namespace shardproof::daemon {
 
 bool LineSplitter::expect_payload(size_t size) {
@@ -10,7 +12,7 @@ bool LineSplitter::expect_payload(size_t size) {
   payload_wanted_ = size;
   // Only address space until the bytes arrive: a client that announces a
   // large payload and stalls costs what it sent.
-  payload_.reserve(size);
+  reserve_large(payload_, size);
   return true;
 }
 
