@@ -119,12 +119,16 @@ Step scan_bytes(std::string_view text, size_t from, size_t to, ScanState& s,
   return Step::More;
 }
 
+// Inlined into each build of the scan below (popcount is an instruction in
+// one of them, a libgcc call in the other).
+#define SP_BLOCK_HELPER [[gnu::always_inline]] inline
+
 // Bit i of each mask is byte i of a 64-byte block.
 struct BlockMasks {
   uint64_t quote = 0, backslash = 0, open = 0, close = 0;
 };
 
-BlockMasks block_masks(const char* p) {
+SP_BLOCK_HELPER BlockMasks block_masks(const char* p) {
   BlockMasks m;
 #if defined(__SSE2__)
   auto eq = [](__m128i v, char c) { return _mm_cmpeq_epi8(v, _mm_set1_epi8(c)); };
@@ -152,13 +156,13 @@ BlockMasks block_masks(const char* p) {
 
 // Bit i of the result: the parity of bits 0..i (inside a string, counting
 // its opening quote, when quotes are unescaped).
-uint64_t prefix_xor(uint64_t x) {
+SP_BLOCK_HELPER uint64_t prefix_xor(uint64_t x) {
   for (int shift = 1; shift < 64; shift *= 2) x ^= x << shift;
   return x;
 }
 
 // Whether the depth stays at 2 or more through the block's brackets.
-bool stays_nested(int depth, uint64_t open, uint64_t close) {
+SP_BLOCK_HELPER bool stays_nested(int depth, uint64_t open, uint64_t close) {
   if (depth - std::popcount(close) >= 2) return true;
   for (uint64_t all = open | close; all != 0; all &= all - 1) {
     uint64_t bit = all & -all;
@@ -170,6 +174,11 @@ bool stays_nested(int depth, uint64_t open, uint64_t close) {
 
 }  // namespace
 
+// x86-64 before 2008 has no popcnt instruction: one build for each, chosen
+// when the program loads.
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target_clones("popcnt", "default")]]
+#endif
 bool has_top_level_string(std::string_view text, std::initializer_list<std::string_view> keys) {
   ScanState s;
   size_t i = 0;
