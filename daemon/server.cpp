@@ -293,11 +293,15 @@ class Server {
         refuse(conn, error_message(id, "bad-request", why + "; the stream cannot be followed"));
         return;
       }
+      if (length > 0 && !conn.splitter.expect_payload(length)) {
+        refuse(conn, error_message(id, "frame-too-large",
+                                   "plan.text_bytes " + std::to_string(length) +
+                                       " exceeds the frame limit of " +
+                                       std::to_string(config_.frame_limit) + " bytes"));
+        return;
+      }
       if (length > 0) {
-        if (!conn.splitter.expect_payload(length))
-          refuse(conn, error_message(id, "frame-too-large", too_large()));
-        else
-          conn.awaiting = std::move(m);
+        conn.awaiting = std::move(m);  // handled when its payload is complete
         return;
       }
     }

@@ -141,6 +141,7 @@ TEST_F(PayloadTest, OversizedPayloadIsRefusedBeforeItIsSent) {
   json refused = c->read();
   EXPECT_EQ(refused["code"], "frame-too-large") << refused.dump();
   EXPECT_EQ(refused["id"], 1);
+  EXPECT_NE(refused["message"].get<std::string>().find("text_bytes"), std::string::npos);
   EXPECT_TRUE(c->read().is_discarded()) << "the connection is closed";
   EXPECT_TRUE(serving());
 }
