@@ -133,6 +133,7 @@ SP_BLOCK_HELPER BlockMasks block_masks(const char* p) {
 #if defined(__SSE2__)
   auto eq = [](__m128i v, char c) { return _mm_cmpeq_epi8(v, _mm_set1_epi8(c)); };
   auto bits = [](__m128i v) { return static_cast<uint64_t>(_mm_movemask_epi8(v) & 0xffff); };
+#pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
     int shift = 16 * k;
