@@ -3,6 +3,7 @@
 #include <xxhash.h>
 #include <z3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -52,14 +53,23 @@ PlanIdentity plan_identity(const std::string& text) {
                          "|codec=" + std::to_string(kOutcomeCodecVersion) +
                          "|z3=" + std::to_string(major) + "." + std::to_string(minor) + "." +
                          std::to_string(build) + "." + std::to_string(revision) + "|";
-  // Streamed: a large plan's text is not copied to be hashed.
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_128bits_reset(state);
-  XXH3_128bits_update(state, versions.data(), versions.size());
-  XXH3_128bits_update(state, text.data(), text.size());
-  PlanIdentity id{hex128(XXH3_128bits_digest(state)),
-                  hex128(XXH3_128bits_withSeed(text.data(), text.size(), kDigestSeed))};
-  XXH3_freeState(state);
+  // Streamed: a large plan's text is not copied to be hashed. Both hashes
+  // take each piece while it is in the CPU's cache: the text is read from
+  // memory once, not twice (the same values as hashing it whole).
+  XXH3_state_t* key = XXH3_createState();
+  XXH3_state_t* digest = XXH3_createState();
+  XXH3_128bits_reset(key);
+  XXH3_128bits_reset_withSeed(digest, kDigestSeed);
+  XXH3_128bits_update(key, versions.data(), versions.size());
+  constexpr size_t kPiece = 128 << 10;
+  for (size_t at = 0; at < text.size(); at += kPiece) {
+    size_t n = std::min(kPiece, text.size() - at);
+    XXH3_128bits_update(key, text.data() + at, n);
+    XXH3_128bits_update(digest, text.data() + at, n);
+  }
+  PlanIdentity id{hex128(XXH3_128bits_digest(key)), hex128(XXH3_128bits_digest(digest))};
+  XXH3_freeState(key);
+  XXH3_freeState(digest);
   return id;
 }
 

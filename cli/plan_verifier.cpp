@@ -9,6 +9,7 @@
 
 #include "cache/cached_verify.h"
 #include "cli/local_cache.h"
+#include "daemon/large_text.h"
 #include "daemon/plan_text.h"
 
 namespace shardproof::cli {
@@ -42,6 +43,7 @@ std::optional<std::string> read_plan(const std::string& path) {
   std::string text;
   uintmax_t size = std::filesystem::file_size(path, ec);
   if (!ec && size > 0) {
+    daemon::reserve_large(text, size);
     text.resize(size);
     in.read(text.data(), static_cast<std::streamsize>(size));
     text.resize(static_cast<size_t>(in.gcount()));
@@ -84,21 +86,34 @@ PlanVerifier::PlanVerifier(const VerifyArgs& args) : args_(args) {
 
 Report PlanVerifier::verify(const std::string& path, const VerifyOptions& options,
                             std::optional<std::string>* text_read) {
+  std::optional<std::string> original = read_plan(path);
+  if (!original) {
+    VerifyOptions plain = options;
+    plain.progress = nullptr;
+    return verify_from_files(path, plain);
+  }
+  Report report = verify_text(path, *original, options);
+  if (text_read) *text_read = std::move(original);  // after: moved, not copied
+  return report;
+}
+
+Report PlanVerifier::verify_text(const std::string& path, const std::string& original,
+                                 const VerifyOptions& options) {
   VerifyOptions plain = options;
   plain.progress = nullptr;
-  std::optional<std::string> original = read_plan(path);
-  if (!original) return verify_from_files(path, plain);
-  if (text_read) *text_read = original;
-  // What the backends take: the plan with its graph files inlined. When
-  // that fails, or the plan is invalid, the engine parses the original text
-  // as it parses a file, so the report names the real files, lines and
-  // columns (without reading the plan twice: it may be a pipe).
-  std::optional<std::string> text = original;
-  if (daemon::has_graph_references(*original)) {
+  // What the backends take: the plan with its graph files inlined (most
+  // plans have none: then the text as read, not a copy). When inlining
+  // fails, or the plan is invalid, the engine parses the original text as
+  // it parses a file, so the report names the real files, lines and columns
+  // (without reading the plan twice: it may be a pipe).
+  std::optional<std::string> inlined;
+  const std::string* text = &original;
+  if (daemon::has_graph_references(original)) {
     std::string why;
-    text = daemon::inline_graph_references(*original, plan_dir(path), &why);
+    inlined = daemon::inline_graph_references(original, plan_dir(path), &why);
+    if (!inlined) return cache::verify_text(path, original, plain, plan_dir(path));
+    text = &*inlined;
   }
-  if (!text) return cache::verify_text(path, *original, plain, plan_dir(path));
   std::optional<Report> report;
   try {
     report = backend_->verify(path, *text, options);
@@ -112,8 +127,8 @@ Report PlanVerifier::verify(const std::string& path, const VerifyOptions& option
     report = backend_->verify(path, *text, options);
   }
   if (report->verdict == Verdict::Invalid)
-    return cache::verify_text(path, *original, plain, plan_dir(path));
-  return *report;
+    return cache::verify_text(path, original, plain, plan_dir(path));
+  return std::move(*report);
 }
 
 std::unique_ptr<VerifyBackend> PlanVerifier::in_process() {

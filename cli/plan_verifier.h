@@ -26,6 +26,9 @@ class PlanVerifier {
                 std::optional<std::string>* text_read = nullptr);
 
  private:
+  // The plan's text as read from `path`.
+  Report verify_text(const std::string& path, const std::string& original,
+                     const VerifyOptions& options);
   std::unique_ptr<VerifyBackend> in_process();
 
   VerifyArgs args_;

@@ -55,13 +55,13 @@ std::optional<Report> DaemonBackend::verify(const std::string& path, const std::
   request.rlimit = options.rlimit;
   request.timeout_ms = options.timeout_ms;
   request.progress = static_cast<bool>(options.progress);
-  auto call = [&](json* answer) {
+  auto call = [&](json* answer, std::string_view payload = {}) {
     return client_->call(
         daemon::verify_request_message(nullptr, request),
         [&](const json& m) {
           if (options.progress) options.progress(progress_from(m));
         },
-        answer);
+        answer, payload);
   };
   // First by identity: an unchanged plan's report comes back without its
   // text crossing the socket.
@@ -71,10 +71,12 @@ std::optional<Report> DaemonBackend::verify(const std::string& path, const std::
   json answer;
   Status status = call(&answer);
   if (status.ok() && answer.value("code", std::string()) == "unknown-plan") {
+    // The text as a raw payload after the request: neither escaped here
+    // nor parsed as JSON there.
     request.key.clear();
     request.digest.clear();
-    request.text = text;
-    status = call(&answer);
+    request.text_bytes = text.size();
+    status = call(&answer, text);
   }
   if (!status.ok()) {
     last_error_ = status.message();

@@ -2,9 +2,11 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -41,6 +43,10 @@ std::unique_ptr<DaemonClient> DaemonClient::connect(const std::string& socket_pa
     if (fd >= 0) ::close(fd);
     return nullptr;
   }
+  // A plan's text goes through in larger pieces: fewer wake-ups of both
+  // sides for tens of MB (the kernel caps it at net.core.wmem_max).
+  int send_buffer = 4 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof send_buffer);
   std::unique_ptr<DaemonClient> client(new DaemonClient(fd));
   if (Status s = client->send_all(to_frame(hello_message(build_id()))); !s.ok()) {
     *status = s;
@@ -70,14 +76,26 @@ DaemonClient::~DaemonClient() {
   ::close(fd_);
 }
 
-Status DaemonClient::send_all(const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    ssize_t n = ::send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+Status DaemonClient::send_all(std::string_view data, std::string_view more) {
+  std::string_view parts[2] = {data, more};
+  while (!parts[0].empty() || !parts[1].empty()) {
+    iovec iov[2];
+    size_t count = 0;
+    for (std::string_view part : parts)
+      if (!part.empty()) iov[count++] = {const_cast<char*>(part.data()), part.size()};
+    msghdr message{};
+    message.msg_iov = iov;
+    message.msg_iovlen = count;
+    ssize_t n = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
       return Status::error(std::string("cannot write to the daemon: ") + std::strerror(errno));
-    sent += static_cast<size_t>(n);
+    auto sent = static_cast<size_t>(n);
+    for (std::string_view& part : parts) {
+      size_t take = std::min(sent, part.size());
+      part.remove_prefix(take);
+      sent -= take;
+    }
   }
   return Status();
 }
@@ -105,10 +123,10 @@ Status DaemonClient::read_line(std::string* line, int timeout_ms) {
 }
 
 Status DaemonClient::call(json request, const std::function<void(const json&)>& on_progress,
-                          json* final) {
+                          json* final, std::string_view payload) {
   json id = next_id_++;
   request["id"] = id;
-  if (Status s = send_all(to_frame(request)); !s.ok()) return s;
+  if (Status s = send_all(to_frame(request), payload); !s.ok()) return s;
   for (;;) {
     std::string line;
     if (Status s = read_line(&line, -1); !s.ok()) return s;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -25,15 +26,17 @@ class DaemonClient {
   // The daemon's hello (it carries the daemon's pid).
   const nlohmann::json& hello() const { return hello_; }
 
-  // Sends `request` with a fresh id and waits for its final message (a
-  // `result` or an `error`, returned in `final`); `progress` events go to
-  // on_progress. Fails when the daemon goes away before answering.
+  // Sends `request` with a fresh id, then `payload` when the request
+  // announces one, and waits for its final message (a `result` or an
+  // `error`, returned in `final`); `progress` events go to on_progress.
+  // Fails when the daemon goes away before answering.
   Status call(nlohmann::json request, const std::function<void(const nlohmann::json&)>& on_progress,
-              nlohmann::json* final);
+              nlohmann::json* final, std::string_view payload = {});
 
  private:
   explicit DaemonClient(int fd) : fd_(fd) {}
-  Status send_all(const std::string& data);
+  // `data` then `more`, as one gathered write (no joined copy of a payload).
+  Status send_all(std::string_view data, std::string_view more = {});
   // One line; timeout_ms < 0 waits as long as it takes.
   Status read_line(std::string* line, int timeout_ms);
 

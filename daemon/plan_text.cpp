@@ -1,6 +1,5 @@
 #include "daemon/plan_text.h"
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -8,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/top_level_scan.h"
 #include "engine/json_source.h"
 
 namespace shardproof::daemon {
@@ -74,41 +74,16 @@ std::optional<std::string> read_file(const fs::path& path, std::string* why) {
   return buf.str();
 }
 
-// A reference needs a top-level key "logical" or "parallel" with a string
-// value. Without \u escapes such a key is spelled out literally, followed
-// by ':' and '"': when that pattern is absent there is no reference, and
-// the full parse (tens of ms for a large plan) is skipped.
-bool may_have_graph_references(const std::string& text) {
-  // memmem, not std::string::find: JSON is full of '"', on which find would
-  // stop to compare at every string.
-  auto find = [&](const char* needle, size_t from) -> size_t {
-    if (from >= text.size()) return std::string::npos;
-    const void* hit = memmem(text.data() + from, text.size() - from, needle, std::strlen(needle));
-    return hit ? static_cast<size_t>(static_cast<const char*>(hit) - text.data())
-               : std::string::npos;
-  };
-  if (find("\\u", 0) != std::string::npos) return true;
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  for (const char* key : {"\"logical\"", "\"parallel\""}) {
-    size_t len = std::strlen(key);
-    for (size_t p = find(key, 0); p != std::string::npos; p = find(key, p + 1)) {
-      size_t i = p + len;
-      while (i < text.size() && space(text[i])) ++i;
-      if (i >= text.size() || text[i] != ':') continue;
-      ++i;
-      while (i < text.size() && space(text[i])) ++i;
-      if (i < text.size() && text[i] == '"') return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
-bool has_graph_references(const std::string& text) {
-  if (!may_have_graph_references(text)) return false;
+bool has_graph_references(std::string_view text) {
+  // The scan skips the graphs' bodies quickly; only a plan it finds a
+  // reference in (rare, and small without its graphs) is parsed, which keeps
+  // the answer exactly the parser's for malformed text too.
+  if (!has_top_level_string(text, {"logical", "parallel"})) return false;
   GraphReferenceFinder finder;
-  nlohmann::json::sax_parse(text, &finder, nlohmann::json::input_format_t::json, false);
+  nlohmann::json::sax_parse(text.begin(), text.end(), &finder, nlohmann::json::input_format_t::json,
+                            false);
   return finder.found;
 }
 

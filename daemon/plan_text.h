@@ -5,13 +5,14 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace shardproof::daemon {
 
 // Whether the plan's top-level "logical" or "parallel" is a string (a graph
 // file reference). False for text that is not JSON at all (the parser will
 // say what is wrong with it).
-bool has_graph_references(const std::string& text);
+bool has_graph_references(std::string_view text);
 
 // The plan with each referenced graph file's contents in place of its path,
 // resolved relative to `base_dir` as the engine resolves it (numbers and

@@ -28,7 +28,9 @@ json progress_message(const json& id, const VerifyProgress& p) {
 
 json verify_request_message(const json& id, const VerifyRequest& r) {
   json plan = {{"path", r.path}};
-  if (r.key.empty())
+  if (r.text_bytes)
+    plan["text_bytes"] = *r.text_bytes;
+  else if (r.key.empty())
     plan["text"] = r.text;
   else
     plan.update({{"key", r.key}, {"digest", r.digest}});
@@ -39,19 +41,56 @@ json verify_request_message(const json& id, const VerifyRequest& r) {
       {"options", {{"rlimit", r.rlimit}, {"timeout_ms", r.timeout_ms}, {"progress", r.progress}}}};
 }
 
+namespace {
+
+const json* verify_plan(const json& m) {
+  if (!m.is_object() || !m.contains("plan")) return nullptr;
+  const json& plan = m["plan"];
+  return plan.is_object() ? &plan : nullptr;
+}
+
+const char* const kBadLength = "plan.text_bytes must be a non-negative integer";
+
+}  // namespace
+
+bool payload_length(const json& m, uint64_t* length, std::string* why) {
+  *length = 0;
+  if (!m.is_object() || m.value("type", json()) != "verify") return true;
+  const json* plan = verify_plan(m);
+  if (!plan || !plan->contains("text_bytes")) return true;
+  const json& n = (*plan)["text_bytes"];
+  if (!n.is_number_unsigned()) {
+    *why = kBadLength;
+    return false;
+  }
+  *length = n.get<uint64_t>();
+  return true;
+}
+
 std::optional<VerifyRequest> parse_verify_request(const json& m, std::string* why) {
   VerifyRequest r;
-  const json* plan = m.contains("plan") ? &m["plan"] : nullptr;
+  const json* plan = verify_plan(m);
   auto is_string = [&](const char* key) { return plan->contains(key) && (*plan)[key].is_string(); };
-  if (plan && plan->is_object() && is_string("text")) {
+  if (plan && plan->contains("text_bytes")) {
+    const json& length = (*plan)["text_bytes"];
+    if (!length.is_number_unsigned()) {
+      *why = kBadLength;
+      return std::nullopt;
+    }
+    if (plan->contains("text") || plan->contains("key") || plan->contains("digest")) {
+      *why = "plan.text_bytes comes without \"text\", \"key\" and \"digest\": one text per request";
+      return std::nullopt;
+    }
+    r.text_bytes = length.get<uint64_t>();
+  } else if (plan && is_string("text")) {
     r.text = (*plan)["text"].get<std::string>();
-  } else if (plan && plan->is_object() && is_string("key") && is_string("digest")) {
+  } else if (plan && is_string("key") && is_string("digest")) {
     r.key = (*plan)["key"].get<std::string>();
     r.digest = (*plan)["digest"].get<std::string>();
   } else {
     *why =
-        "verify needs \"plan\": {\"path\": string, \"text\": string} (or \"key\" and "
-        "\"digest\" instead of \"text\")";
+        "verify needs \"plan\": {\"path\": string, \"text\": string} (or \"text_bytes\" "
+        "and the text as a payload, or \"key\" and \"digest\" instead of \"text\")";
     return std::nullopt;
   }
   if (plan->contains("path")) {

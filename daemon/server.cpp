@@ -45,8 +45,10 @@ struct Connection {
   LineSplitter splitter;
   bool greeted = false;
   bool closing = false;
+  bool dropping = false;  // refused for good: what else it sends is ignored
   int bad_frames = 0;
   Clock::time_point partial_since;  // when the unfinished frame began
+  nlohmann::json awaiting;          // a frame waiting for its payload
 };
 
 struct WriteRequest {
@@ -164,25 +166,41 @@ class Server {
       return;
     }
     s.last_activity_ = Clock::now();
-    bool had_partial = conn->splitter.pending() > 0;
-    int lines = 0;
-    bool fits = conn->splitter.feed(buf->base, static_cast<size_t>(nread), [&](std::string&& line) {
-      ++lines;
-      if (!conn->closing) s.handle_line(*conn, std::move(line));
-    });
+    bool had_partial = conn->splitter.mid_frame();
+    int frames = 0;
+    bool fits = conn->splitter.feed(
+        buf->base, static_cast<size_t>(nread),
+        [&](std::string&& line) {
+          ++frames;
+          if (!conn->closing && !conn->dropping) s.handle_line(*conn, std::move(line));
+        },
+        [&](std::string&& payload) {
+          ++frames;
+          if (!conn->closing && !conn->dropping) s.handle_payload(*conn, std::move(payload));
+        });
     if (conn->closing) return;
-    if (!fits) {
-      s.send(*conn,
-             error_message(nullptr, "frame-too-large",
-                           "a frame exceeds the limit of " + std::to_string(s.config_.frame_limit) +
-                               " bytes"),
-             true);
+    if (conn->dropping) {
       uv_read_stop(stream);
       return;
     }
-    // The clock of an unfinished frame starts when that frame starts.
-    if (conn->splitter.pending() > 0 && (!had_partial || lines > 0))
+    if (!fits) {
+      s.refuse(*conn, error_message(nullptr, "frame-too-large", s.too_large()));
+      uv_read_stop(stream);
+      return;
+    }
+    // The clock of an unfinished frame (or payload) starts when it starts.
+    if (conn->splitter.mid_frame() && (!had_partial || frames > 0))
       conn->partial_since = Clock::now();
+  }
+
+  std::string too_large() const {
+    return "a frame exceeds the limit of " + std::to_string(config_.frame_limit) + " bytes";
+  }
+
+  // The last word to a client whose stream cannot be followed any further.
+  void refuse(Connection& conn, const json& error) {
+    send(conn, error, true);
+    conn.dropping = true;
   }
 
   // ---- writing ----
@@ -256,6 +274,7 @@ class Server {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) return;  // blank: ignored
     json m = json::parse(line, nullptr, false);
+    line = std::string();  // a large "text" must not be held twice
     if (m.is_discarded() || !m.is_object() || !m.contains("type") || !m["type"].is_string()) {
       send(conn, error_message(nullptr, "malformed",
                                "a frame must be one JSON object with a string \"type\""));
@@ -263,6 +282,40 @@ class Server {
       return;
     }
     conn.bad_frames = 0;
+    // A payload belongs to its frame whatever the answer: it is read first,
+    // so that the stream stays in step (before hello there is none: the
+    // connection is closed anyway).
+    if (conn.greeted) {
+      uint64_t length = 0;
+      std::string why;
+      json id = m.contains("id") ? m["id"] : json(nullptr);
+      if (!payload_length(m, &length, &why)) {
+        refuse(conn, error_message(id, "bad-request", why + "; the stream cannot be followed"));
+        return;
+      }
+      if (length > 0 && !conn.splitter.expect_payload(length)) {
+        refuse(conn, error_message(id, "frame-too-large",
+                                   "plan.text_bytes " + std::to_string(length) +
+                                       " exceeds the frame limit of " +
+                                       std::to_string(config_.frame_limit) + " bytes"));
+        return;
+      }
+      if (length > 0) {
+        conn.awaiting = std::move(m);  // handled when its payload is complete
+        return;
+      }
+    }
+    handle_message(conn, m, std::string());
+  }
+
+  void handle_payload(Connection& conn, std::string&& payload) {
+    json m = std::move(conn.awaiting);
+    conn.awaiting = nullptr;
+    handle_message(conn, m, std::move(payload));
+  }
+
+  // `payload`: what followed the frame (empty when nothing did).
+  void handle_message(Connection& conn, const json& m, std::string&& payload) {
     std::string type = m["type"].get<std::string>();
     json id = m.contains("id") ? m["id"] : json(nullptr);
     if (!conn.greeted) {
@@ -281,6 +334,7 @@ class Server {
         send(conn, error_message(id, "bad-request", why));
         return;
       }
+      if (request->text_bytes) request->text = std::move(payload);
       if (!request->key.empty()) {  // a cache lookup: answered here, no thread hop
         service_.answer_by_identity(id, *request,
                                     [&](const json& message, bool) { send(conn, message); });
@@ -411,13 +465,14 @@ class Server {
     auto now = Clock::now();
     std::vector<Connection*> stalled;
     for (auto& [id, c] : s.connections_)
-      if (!c->closing && c->splitter.pending() > 0 &&
+      if (!c->closing && !c->dropping && c->splitter.mid_frame() &&
           now - c->partial_since > std::chrono::seconds(s.config_.partial_frame_timeout_seconds))
         stalled.push_back(c.get());
-    for (Connection* c : stalled)
-      s.send(*c,
-             error_message(nullptr, "incomplete-frame", "a frame was started and never finished"),
-             true);
+    for (Connection* c : stalled) {
+      s.refuse(
+          *c, error_message(nullptr, "incomplete-frame", "a frame was started and never finished"));
+      uv_read_stop(reinterpret_cast<uv_stream_t*>(&c->pipe));
+    }
     if (!s.stopping_ && s.service_.needs_flush()) s.flush_in_background();
     if (!s.stopping_ && s.config_.idle_timeout_seconds > 0 && s.active_ == 0 &&
         now - s.last_activity_ > std::chrono::seconds(s.config_.idle_timeout_seconds))

@@ -23,12 +23,14 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/pid_lock.h"
+#include "daemon/protocol.h"
 #include "engine/canonical.h"
 #include "engine/plan_parser.h"
 #include "engine/shape_reduction.h"
 #include "engine/stage.h"
 #include "tests/cli_runner.h"
 #include "tests/isolated_env.h"
+#include "tests/raw_client.h"
 
 namespace shardproof {
 namespace {
@@ -74,54 +76,7 @@ json without_stats(json report) {
   return report;
 }
 
-// A client on the daemon's socket that can misbehave.
-class RawClient {
- public:
-  explicit RawClient(const std::string& socket_path) {
-    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path.c_str());
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    timeval tv{10, 0};  // a daemon that stops answering fails the test, not hangs it
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  ~RawClient() { close(); }
-  bool connected() const { return connected_; }
-
-  bool send(const std::string& bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(bytes.size());
-  }
-  // The next line as JSON; a discarded value when the connection ended.
-  json read() {
-    for (;;) {
-      size_t nl = buffer_.find('\n');
-      if (nl != std::string::npos) {
-        json j = json::parse(buffer_.substr(0, nl), nullptr, false);
-        buffer_.erase(0, nl + 1);
-        return j;
-      }
-      char chunk[65536];
-      ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
-      if (n <= 0) return json(json::value_t::discarded);
-      buffer_.append(chunk, static_cast<size_t>(n));
-    }
-  }
-  json hello(const std::string& build) {
-    send(json{{"type", "hello"}, {"protocol", 1}, {"build", build}}.dump() + "\n");
-    return read();
-  }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string buffer_;
-};
+using shardproof::testing::RawClient;
 
 class DaemonTest : public ::testing::Test {
  protected:

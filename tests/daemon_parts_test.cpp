@@ -48,6 +48,76 @@ TEST(LineSplitter, SplitsAcrossReadsAndRefusesOversizedFrames) {
   EXPECT_FALSE(big.feed("12345\n", 6, collect)) << "refused before the newline arrives";
 }
 
+TEST(LineSplitter, PayloadsAreHandedOverWholeAndLinesResumeAfterThem) {
+  LineSplitter s(10);
+  std::vector<std::string> lines, payloads;
+  auto line = [&](std::string&& l) {
+    lines.push_back(l);
+    if (l == "p7") {
+      EXPECT_TRUE(s.expect_payload(7));
+    } else if (l == "big") {
+      EXPECT_FALSE(s.expect_payload(11)) << "beyond the limit";
+    }
+  };
+  auto payload = [&](std::string&& p) { payloads.push_back(p); };
+  auto feed = [&](std::string_view bytes) {
+    return s.feed(bytes.data(), bytes.size(), line, payload);
+  };
+  EXPECT_TRUE(feed("p7\na\nb"));
+  EXPECT_TRUE(s.mid_frame());
+  EXPECT_EQ(s.pending(), 3u);
+  EXPECT_TRUE(payloads.empty());
+  EXPECT_TRUE(feed("\nc\r\nx\np7\n"));
+  EXPECT_EQ(payloads, (std::vector<std::string>{"a\nb\nc\r\n"})) << "newlines and all";
+  EXPECT_EQ(lines, (std::vector<std::string>{"p7", "x", "p7"}));
+  EXPECT_TRUE(s.mid_frame()) << "a payload announced, no byte of it yet";
+  EXPECT_EQ(s.pending(), 0u);
+  EXPECT_TRUE(feed("0123456big\n"));
+  EXPECT_EQ(payloads.back(), "0123456");
+  EXPECT_EQ(lines.back(), "big");
+  EXPECT_FALSE(s.mid_frame());
+  EXPECT_TRUE(feed("p7\n0123456789ab\n"));
+  EXPECT_EQ(payloads.back(), "0123456");
+  EXPECT_EQ(lines.back(), "789ab");
+}
+
+TEST(Protocol, RawPayloadRequestsAreCheckedFieldByField) {
+  VerifyRequest r;
+  r.path = "p.json";
+  r.text = "not sent";
+  r.text_bytes = 12;
+  json m = json::parse(to_frame(verify_request_message(3, r)));
+  EXPECT_FALSE(m["plan"].contains("text")) << m.dump();
+  uint64_t length = 0;
+  std::string why;
+  ASSERT_TRUE(payload_length(m, &length, &why));
+  EXPECT_EQ(length, 12u);
+  std::optional<VerifyRequest> back = parse_verify_request(m, &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->text_bytes, 12u);
+  EXPECT_TRUE(back->text.empty()) << "filled from the payload by the server";
+  for (const char* none : {R"({"type":"status","plan":{"text_bytes":-1}})",
+                           R"({"type":"verify","plan":{"text":"{}"}})", R"({"type":"verify"})"}) {
+    EXPECT_TRUE(payload_length(json::parse(none), &length, &why)) << none;
+    EXPECT_EQ(length, 0u);
+  }
+  for (const char* bad : {R"({"type":"verify","plan":{"text_bytes":-1}})",
+                          R"({"type":"verify","plan":{"text_bytes":"5"}})",
+                          R"({"type":"verify","plan":{"text_bytes":2.5}})"}) {
+    why.clear();
+    EXPECT_FALSE(payload_length(json::parse(bad), &length, &why)) << bad;
+    EXPECT_NE(why.find("text_bytes"), std::string::npos);
+    EXPECT_FALSE(parse_verify_request(json::parse(bad), &why)) << bad;
+  }
+  for (const char* both : {R"({"type":"verify","plan":{"text_bytes":2,"text":"{}"}})",
+                           R"({"type":"verify","plan":{"text_bytes":2,"key":"k","digest":"d"}})"}) {
+    EXPECT_TRUE(payload_length(json::parse(both), &length, &why)) << "the payload is still read";
+    why.clear();
+    EXPECT_FALSE(parse_verify_request(json::parse(both), &why)) << both;
+    EXPECT_NE(why.find("text_bytes"), std::string::npos) << why;
+  }
+}
+
 TEST(Protocol, VerifyRequestsAreCheckedFieldByField) {
   VerifyRequest r;
   r.path = "p.json";
