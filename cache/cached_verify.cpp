@@ -119,9 +119,8 @@ Report verify_text(const std::string& path, const std::string& text, const Verif
   return report;
 }
 
-Report verify_with_cache(const std::string& path, const std::string& text,
-                         const VerifyOptions& options, VerdictCache* cache, const AdmitPlan& admit,
-                         PlanMemo* memo) {
+Report verify_with_cache(const std::string& path, std::string text, const VerifyOptions& options,
+                         VerdictCache* cache, const AdmitPlan& admit, PlanMemo* memo) {
   PlanIdentity id;
   if (cache) {
     id = plan_identity(text);
@@ -134,8 +133,8 @@ Report verify_with_cache(const std::string& path, const std::string& text,
     refused.error = "the plan was not admitted for verification";
     return refused;
   }
-  Report report =
-      memo ? verify_text_with_memo(path, text, options, *memo) : verify_text(path, text, options);
+  Report report = memo ? verify_text_with_memo(path, std::move(text), options, *memo)
+                       : verify_text(path, text, options);
   if (cache && is_definite(report)) keep_report(*cache, id, report);
   return report;
 }

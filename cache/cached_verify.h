@@ -38,9 +38,9 @@ std::optional<Report> stored_plan_report(VerdictCache& cache, const PlanIdentity
 // `path` names the plan in the report. `cache` may be null (no plan memo).
 // With a `memo` (the daemon's, for this path) an edit of the plan verified
 // last re-reads and re-decides only what the edit reached (plan_memo.h).
-Report verify_with_cache(const std::string& path, const std::string& text,
-                         const VerifyOptions& options, VerdictCache* cache,
-                         const AdmitPlan& admit = {}, PlanMemo* memo = nullptr);
+Report verify_with_cache(const std::string& path, std::string text, const VerifyOptions& options,
+                         VerdictCache* cache, const AdmitPlan& admit = {},
+                         PlanMemo* memo = nullptr);
 
 // Parses and verifies plan text with the engine alone; graph references
 // (none in self-contained text) resolve against `base_dir`.

@@ -341,8 +341,9 @@ class Server {
         return;
       }
       start(conn, id,
-            [request = std::move(*request)](Service& service, const json& id, const Reply& reply) {
-              service.verify(id, request, reply);
+            [request = std::move(*request)](Service& service, const json& id,
+                                            const Reply& reply) mutable {
+              service.verify(id, std::move(request), reply);
             });
     } else if (type == "stats") {
       start(conn, id,

@@ -45,7 +45,7 @@ void Service::flush() {
   if (cache_) cache_->flush();
 }
 
-void Service::verify(const json& id, const VerifyRequest& request, const Reply& reply) {
+void Service::verify(const json& id, VerifyRequest request, const Reply& reply) {
   try {
     VerifyOptions options;
     options.jobs = pool_.size();
@@ -66,12 +66,10 @@ void Service::verify(const json& id, const VerifyRequest& request, const Reply& 
     // The daemon reads no user files: a plan must come with its graphs inlined.
     bool refused = false;
     std::unique_ptr<PlanMemo> memo = plan_memos_.take(request.path);
+    // The text is scanned before it is moved in (the plan may keep it).
+    refused = has_graph_references(request.text);
     Report report = cache::verify_with_cache(
-        request.path, request.text, options, cache_.get(),
-        [&] {
-          refused = has_graph_references(request.text);
-          return !refused;
-        },
+        request.path, std::move(request.text), options, cache_.get(), [&] { return !refused; },
         memo.get());
     if (refused) {
       reply(error_message(id, "graph-reference",

@@ -32,7 +32,7 @@ class Service {
   ~Service();
 
   // Progress events, then one result (or error), through `reply`.
-  void verify(const nlohmann::json& id, const VerifyRequest& request, const Reply& reply);
+  void verify(const nlohmann::json& id, VerifyRequest request, const Reply& reply);
   // A verify by identity (no text): answered from the cache's stored
   // reports or with `unknown-plan`. Quick and never blocks on a writer, so
   // the loop thread runs it itself; what it marks as used is written by a
