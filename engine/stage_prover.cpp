@@ -82,7 +82,9 @@ class Prover {
       // Too large to prove, perhaps not to refute (wrong-offset bugs keep
       // their contradicting lines whole): a concrete mismatch is a witness.
       if (options_.test_trials > 0 && elements <= options_.max_test_elements) {
-        if (std::optional<Finding> found = refute_by_testing(stage_, options_.test_trials)) {
+        // Testing is all there is here: ids aimed at the stage's bounds too.
+        if (std::optional<Finding> found =
+                refute_by_testing(stage_, options_.test_trials, /*aim_at_constants=*/true)) {
           out.findings.push_back(*found);
           out.status = StageStatus::Refuted;
           return out;

@@ -1,5 +1,7 @@
 #include "engine/stage_testing.h"
 
+#include <algorithm>
+#include <climits>
 #include <set>
 
 #include "engine/counterexample.h"
@@ -13,6 +15,23 @@ namespace {
 struct IntRange {
   int64_t lo = 0, hi = 2;
 };
+
+// Integers next to the stage's integer constants: the bounds a stage
+// compares ids with (a vocabulary shard's lo and hi). An off-by-one bound
+// shows on one id of a line of 10^5, which uniform values almost never hit.
+std::vector<int64_t> values_near_constants(const Stage& stage) {
+  std::set<int64_t> near;
+  for (const StageOp& op : stage.ops) {
+    if (op.op != "const" || op.out.empty()) continue;
+    if (dclass_of(stage.tensors[static_cast<size_t>(op.out[0])].dtype) != DClass::Int) continue;
+    auto value = op.attrs.find("value");
+    if (value == op.attrs.end() || !value->second.is_int()) continue;
+    const int64_t c = value->second.as_int();
+    if (c > INT64_MIN + 1 && c < INT64_MAX - 1)
+      for (int64_t d : {-1, 0, 1}) near.insert(c + d);
+  }
+  return {near.begin(), near.end()};
+}
 
 // The stage tensor of leaf "L<t>_<i>" or "P<t>_<i>", -1 when none.
 int leaf_owner(const std::string& name) {
@@ -28,14 +47,43 @@ IntRange int_range(const Stage& stage, const std::string& name) {
   return {m.reduced_lo(), m.reduced_hi()};
 }
 
-// Deterministic small values per leaf name and trial: reals n/d with
-// |n| <= 5, d in 1..3; booleans 0 or 1; integers in `ints` (by default 0
-// or 1: valid as indices of any non-empty dimension).
-Rational random_value(const std::string& name, int trial, DClass cls, IntRange ints) {
+// Where each integer leaf "L<t>_<i>" / "P<t>_<i>" stands among all the
+// stage's integer leaves (free integer tensors, elements in order).
+class IntLeaves {
+ public:
+  explicit IntLeaves(const Stage& stage) : first_(stage.tensors.size(), 0) {
+    for (size_t t = 0; t < stage.tensors.size(); ++t) {
+      first_[t] = count_;
+      const StageTensor& st = stage.tensors[t];
+      if (st.free && dclass_of(st.dtype) == DClass::Int) count_ += element_count(st.shape);
+    }
+  }
+  int64_t count() const { return count_; }
+  int64_t index(const std::string& name) const {
+    const int t = leaf_owner(name);
+    const size_t underscore = name.find('_');
+    if (t < 0 || t >= static_cast<int>(first_.size()) || underscore == std::string::npos) return 0;
+    return first_[static_cast<size_t>(t)] + std::stoll(name.substr(underscore + 1));
+  }
+
+ private:
+  std::vector<int64_t> first_;
+  int64_t count_ = 0;
+};
+
+uint64_t leaf_hash(const std::string& name, int trial) {
   uint64_t h = std::hash<std::string>{}(name) ^ (0x9e3779b97f4a7c15ull * (trial + 1));
   h ^= h >> 31;
   h *= 0xbf58476d1ce4e5b9ull;
   h ^= h >> 29;
+  return h;
+}
+
+// Deterministic small values per leaf name and trial: reals n/d with
+// |n| <= 5, d in 1..3; booleans 0 or 1; integers in `ints` (by default 0
+// or 1: valid as indices of any non-empty dimension).
+Rational random_value(const std::string& name, int trial, DClass cls, IntRange ints) {
+  const uint64_t h = leaf_hash(name, trial);
   if (cls == DClass::Int)
     return Rational(static_cast<long>(ints.lo + static_cast<int64_t>(h % (ints.hi - ints.lo))));
   if (cls != DClass::Real) return Rational(static_cast<long>(h % 2));
@@ -43,6 +91,23 @@ Rational random_value(const std::string& name, int trial, DClass cls, IntRange i
   r.canonicalize();
   return r;
 }
+
+// From the second trial on, every integer leaf walks through the values
+// next to the stage's constants that lie in its range, one per trial (each
+// leaf from another start), so that every leaf meets every such value.
+std::optional<Rational> value_near_constant(int64_t leaf, int trial, IntRange ints,
+                                            const std::vector<int64_t>& near) {
+  if (trial == 0) return std::nullopt;
+  auto first = std::lower_bound(near.begin(), near.end(), ints.lo);
+  auto last = std::lower_bound(near.begin(), near.end(), ints.hi);
+  if (first == last) return std::nullopt;
+  const int64_t k = (leaf + trial - 1) % (last - first);
+  return Rational(static_cast<long>(first[k]));
+}
+
+// Trials beyond the requested ones, so that the walk above completes (a
+// stage without integer constants gets none).
+constexpr int kMaxNearTrials = 16;
 
 // Exact values past this size end a trial (skipped, as one outside the
 // plan's domain): deep cones of transcendental ops would otherwise make
@@ -85,12 +150,22 @@ std::vector<std::string> producing_ops(const Stage& stage, const std::vector<int
   return names;
 }
 
-std::optional<Finding> refute_by_testing(const Stage& stage, int trials) {
+std::optional<Finding> refute_by_testing(const Stage& stage, int trials, bool aim_at_constants) {
+  const std::vector<int64_t> near =
+      aim_at_constants ? values_near_constants(stage) : std::vector<int64_t>{};
+  const IntLeaves int_leaves(stage);
+  if (trials > 0 && int_leaves.count() > 0 && !near.empty())
+    trials = std::max(trials, std::min(1 + static_cast<int>(near.size()), kMaxNearTrials));
   for (int trial = 0; trial < trials; ++trial) {
     RecordingFunctions functions;
     ConcreteAlgebra alg(functions, kMaxTestBits);
     auto leaf = [&](const std::string& name, DClass cls) {
-      return random_value(name, trial, cls, int_range(stage, name));
+      const IntRange ints = int_range(stage, name);
+      if (cls == DClass::Int)
+        if (std::optional<Rational> v =
+                value_near_constant(int_leaves.index(name), trial, ints, near))
+          return *v;
+      return random_value(name, trial, cls, ints);
     };
     StageValues<ConcreteAlgebra> values;
     std::vector<ClaimChecks<Rational>> claims;

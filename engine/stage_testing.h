@@ -17,6 +17,10 @@ std::vector<std::string> producing_ops(const Stage& stage, const std::vector<int
 
 // A "mismatch" finding when some trial shows a claim failing; nullopt when
 // every trial agreed (or left the plan's domain, e.g. a zero denominator).
-std::optional<Finding> refute_by_testing(const Stage& stage, int trials);
+// With `aim_at_constants` (a stage the solver cannot take), trials are
+// added in which integer inputs take the values next to the stage's integer
+// constants (an off-by-one shard bound shows on one id in 10^5).
+std::optional<Finding> refute_by_testing(const Stage& stage, int trials,
+                                         bool aim_at_constants = false);
 
 }  // namespace shardproof

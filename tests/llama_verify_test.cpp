@@ -94,6 +94,22 @@ TEST(LlamaPublishedShapes, WrongOffsetBugIsFoundAtPublishedShapes) {
   EXPECT_EQ(r.findings.front().tensor, plan["meta"].value("bug_first_tensor", ""));
 }
 
+// A vocabulary shard that owns one id less than its block: the id it drops
+// is one of 128256, the embedding stage keeps the vocabulary line whole and
+// is too large to prove, and uniform random ids miss it. Testing aims
+// integer inputs at the values next to the stage's constants (the shard
+// bounds), which finds it. Before, this was "unknown".
+TEST(LlamaPublishedShapes, OffByOneVocabularyBoundIsFoundAtPublishedShapes) {
+  PlanConfig c = cfg(2, 1, 2, 1, 1);
+  c.bug = "vocab-range-off-by-one";
+  const nlohmann::json plan = planner::generate_plan("llama3-8b", c);
+  Report r = testing::verify_json(plan, "llama3-8b-vocab");
+  EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings.front().kind, "mismatch");
+  EXPECT_EQ(r.findings.front().tensor, plan["meta"].value("bug_first_tensor", ""));
+}
+
 PlanConfig config_for(const std::string& bug) {
   std::optional<PlanConfig> c = testing::llama_config_for_bug(bug);
   if (!c) ADD_FAILURE() << "no test configuration fits bug " << bug;
