@@ -10,6 +10,10 @@ std::unique_ptr<PlanMemo> PlanMemos::take(const std::string& path) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = std::find_if(memos_.begin(), memos_.end(),
                            [&](const auto& entry) { return entry.first == path; });
+    // Else the most recent one: an edit is recognised by its bytes, whatever
+    // the file is called (the pre-commit hook verifies staged copies under
+    // temporary paths).
+    if (it == memos_.end() && !memos_.empty()) it = memos_.begin();
     if (it != memos_.end()) {
       memo = std::move(it->second);
       memos_.erase(it);

@@ -19,8 +19,9 @@ class PlanMemos {
  public:
   explicit PlanMemos(size_t capacity) : capacity_(capacity) {}
 
-  // The memo of `path`, taken out while one request uses it (a request for
-  // the same path meanwhile gets an empty one and reads its plan in full).
+  // The memo of `path`, else the most recently used one (the text decides
+  // whether it is an edit of it), taken out while one request uses it (a
+  // request meanwhile gets another or an empty one and reads in full).
   std::unique_ptr<PlanMemo> take(const std::string& path);
   // Puts a memo back as the most recently used, dropping the least recently
   // used beyond the capacity.

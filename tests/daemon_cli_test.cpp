@@ -206,6 +206,22 @@ TEST_F(DaemonTest, AnEditedPlanReusesTheStagesItsEditDoesNotReach) {
   write(base);  // and back (its report comes from the cache)
   CliRun back = verify(p);
   EXPECT_EQ(back.code, 0) << back.out << back.err;
+
+  // An edit is recognised by its bytes, whatever the file is called (the
+  // pre-commit hook verifies staged copies under temporary paths): layer 3's
+  // activation swapped in both graphs, under a new name.
+  json tuned = base;
+  for (const char* graph : {"logical", "parallel"})
+    for (json& op : tuned[graph]["ops"])
+      if (op["op"] == "gelu" && op.value("name", "").find("l3.fwd.") != std::string::npos)
+        op["op"] = "silu";
+  fs::path q = fs::path(env_.root()) / "tuned-copy.json";
+  std::ofstream(q) << tuned.dump(1);
+  CliRun copy = verify(q);
+  ASSERT_EQ(copy.code, 0) << copy.out << copy.err;
+  EXPECT_GT(copy.report()["stats"]["reused"].get<int64_t>(), 0);
+  EXPECT_EQ(without_stats(copy.report()),
+            without_stats(verify(q, "--no-daemon --no-cache").report()));
 }
 
 TEST_F(DaemonTest, TwoClientsAtOnceSolveEachStageOnce) {
