@@ -117,7 +117,7 @@ warm_stats=$(stats)
 renamed=()
 for k in 0 1 2; do renamed+=("$(verify "$work/renamed$k.json")"); done
 renamed_stats=$(stats)
-changed=()  # each under a path of its own: the stage cache alone
+changed=()  # each under a path of its own (the daemon compares it with the last text)
 for k in 0 1 2; do changed+=("$(verify "$work/changed$k.json")"); done
 changed_stats=$(stats)
 # One plan path edited in place, one layer at a time: the daemon re-reads the
