@@ -80,6 +80,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
                   "Optimizer step: sgd or adam (AdamW); default: the model's (mlp sgd, llama3 adam)")
       ->check(CLI::IsMember({"sgd", "adam"}));
   cmd->add_option("--bug", c.bug, "Inject one bug from the model's catalogue (see --list-bugs)");
+  cmd->add_flag("--compact", c.compact,
+                "Write the compact form (shardproof-plan/1.1): programs over the device mesh "
+                "(mlp only so far)");
   cmd->add_option("-o,--output", args.output, "Write the plan here instead of stdout");
   cmd->add_flag("--list-bugs", args.list_bugs, "List the bugs MODEL can carry");
   cmd->add_flag("--list-models", args.list_models, "List the model families");

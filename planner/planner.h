@@ -35,6 +35,9 @@ struct PlanConfig {
   int microbatches = 1;
   std::string optimizer;  // "sgd" | "adam"; empty: the model's default
   std::string bug;        // empty: a correct plan
+  // Write the compact form (shardproof-plan/1.1): programs over the device
+  // mesh, a file whose size does not grow with dp, tp or micro-batches.
+  bool compact = false;
 };
 
 struct BugInfo {
