@@ -286,12 +286,12 @@ class Expander {
     for (int axis : m_.axes) {
       dst[axis] += op.to[axis];
       if (dst[axis] < 0 || dst[axis] >= m_.size(axis))
-        op.node.get("to")->fail(
-            "send-off-mesh", "send at instance (" + m_.describe(c, op.per_mb) + ") goes to " +
-                                 kAxisNames[axis].data() + "=" + std::to_string(dst[axis]) +
-                                 ", outside the mesh (0 <= " + kAxisNames[axis].data() + " < " +
-                                 std::to_string(m_.size(axis)) +
-                                 "); limit the op with \"when\" or its program with \"on\"");
+        op.node.get("to")->fail("send-off-mesh",
+                                "send at instance (" + m_.describe(c, op.per_mb) + ") goes to " +
+                                    kAxisNames[axis].data() + "=" + std::to_string(dst[axis]) +
+                                    ", outside the mesh (0 <= " + kAxisNames[axis].data() + " < " +
+                                    std::to_string(m_.size(axis)) +
+                                    "); limit the op with \"when\" or its program with \"on\"");
     }
     return dst;
   }

@@ -124,8 +124,8 @@ class Parser {
     }
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_') {
       size_t start = pos_;
-      while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
-                                     text_[pos_] == '_'))
+      while (pos_ < text_.size() &&
+             (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_'))
         ++pos_;
       std::string_view name = text_.substr(start, pos_ - start);
       std::optional<int> axis = axis_by_name(name);

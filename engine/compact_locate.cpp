@@ -16,7 +16,8 @@ std::vector<std::string> tokens(const std::string& pointer) {
   size_t i = 0;
   while (i < pointer.size() && pointer[i] == '/') {
     size_t next = pointer.find('/', i + 1);
-    std::string tok = pointer.substr(i + 1, next == std::string::npos ? std::string::npos : next - i - 1);
+    std::string tok =
+        pointer.substr(i + 1, next == std::string::npos ? std::string::npos : next - i - 1);
     std::string plain;
     for (size_t k = 0; k < tok.size(); ++k) {
       if (tok[k] == '~' && k + 1 < tok.size()) {

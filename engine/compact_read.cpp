@@ -35,7 +35,8 @@ class Reader {
  private:
   void read_mesh(const Node& n) {
     Mesh& m = g_.mesh;
-    if (!n->is(Kind::Object)) n.fail("mesh", "mesh: expected an object, found " + jsonsrc::describe(n.value()));
+    if (!n->is(Kind::Object))
+      n.fail("mesh", "mesh: expected an object, found " + jsonsrc::describe(n.value()));
     plan_detail::check_keys(n, {"axes", "mb"}, "the mesh");
     Node axes = plan_detail::require(n, "axes", "the mesh", "mesh");
     plan_detail::expect_array(axes, "mesh axes", "mesh");
@@ -87,10 +88,12 @@ class Reader {
   }
 
   Template templ(const Node& n, const std::string& what) {
-    return parsed(n, what, [&](const std::string& s) { return parse_template(s, g_.mesh.declared); });
+    return parsed(n, what,
+                  [&](const std::string& s) { return parse_template(s, g_.mesh.declared); });
   }
   Condition cond(const Node& n, const std::string& what) {
-    return parsed(n, what, [&](const std::string& s) { return parse_condition(s, g_.mesh.declared); });
+    return parsed(n, what,
+                  [&](const std::string& s) { return parse_condition(s, g_.mesh.declared); });
   }
   // An expression: a JSON integer or a string.
   Affine expr(const Node& n, const std::string& what) {
@@ -121,7 +124,8 @@ class Reader {
     plan_detail::expect_object(n, what);
     plan_detail::check_keys(n, {"name", "on", "tensors", "ops"}, what);
     Program p(n);
-    if (std::optional<Node> name = n.get("name")) p.name = plan_detail::expect_string(*name, what + " name");
+    if (std::optional<Node> name = n.get("name"))
+      p.name = plan_detail::expect_string(*name, what + " name");
     if (!p.name.empty()) what = "program " + quoted(p.name);
     if (std::optional<Node> on = n.get("on")) p.on = cond(*on, what + " on");
     Node tensors = plan_detail::require(n, "tensors", what);
@@ -166,7 +170,8 @@ class Reader {
       n.fail("lineage", what + " of: expected an object, found " + jsonsrc::describe(n.value()));
     plan_detail::check_keys(n, {"tensor", "slice", "part"}, what + " of");
     Lineage lin;
-    lin.tensor = templ(plan_detail::require(n, "tensor", what + " of", "lineage"), what + " of.tensor");
+    lin.tensor =
+        templ(plan_detail::require(n, "tensor", what + " of", "lineage"), what + " of.tensor");
     if (std::optional<Node> slice = n.get("slice")) {
       lin.has_slice = true;
       plan_detail::expect_array(*slice, what + " of.slice", "lineage-slice");
@@ -183,8 +188,8 @@ class Reader {
     if (std::optional<Node> part = n.get("part")) {
       lin.has_part = true;
       if (!part->value().is(Kind::Array) || part->value().items.size() != 2)
-        part->fail("lineage-part", what + " of.part: expected [k, n], found " +
-                                       jsonsrc::describe(part->value()));
+        part->fail("lineage-part",
+                   what + " of.part: expected [k, n], found " + jsonsrc::describe(part->value()));
       lin.part_k = expr(part->item(0), what + " of.part[0]");
       lin.part_n = expr(part->item(1), what + " of.part[1]");
     }
@@ -281,9 +286,11 @@ class Reader {
       t.group.push_back(*axis);
     }
     if (t.in.size() != 1 || t.out.size() != 1)
-      n.fail("compact-group", what + ": a collective template has one \"in\" and one \"out\" (one "
-                                     "member's); found " + std::to_string(t.in.size()) + " and " +
-                                     std::to_string(t.out.size()));
+      n.fail("compact-group", what +
+                                  ": a collective template has one \"in\" and one \"out\" (one "
+                                  "member's); found " +
+                                  std::to_string(t.in.size()) + " and " +
+                                  std::to_string(t.out.size()));
   }
 
   void read_send(const Node& n, const std::string& what, OpTemplate& t) {
@@ -294,14 +301,16 @@ class Reader {
     }
     if (!to) n.fail_missing("to", "compact-send", "send " + what);
     if (!to->value().is(Kind::Object))
-      to->fail("compact-send", what + " to: expected an object of axis offsets, e.g. {\"pp\": 1}; "
-                                      "found " + jsonsrc::describe(to->value()));
+      to->fail("compact-send", what +
+                                   " to: expected an object of axis offsets, e.g. {\"pp\": 1}; "
+                                   "found " +
+                                   jsonsrc::describe(to->value()));
     for (size_t i = 0; i < to->value().keys.size(); ++i) {
       const std::string& name = to->value().keys[i].name;
       std::optional<int> axis = axis_by_name(name);
       if (!axis || *axis == kMbAxis || !(g_.mesh.declared & (1u << *axis)))
-        to->fail_at_key(i, "compact-send", what + " to: " + quoted(name) +
-                                               " is not a device axis of the mesh");
+        to->fail_at_key(i, "compact-send",
+                        what + " to: " + quoted(name) + " is not a device axis of the mesh");
       t.to[*axis] = plan_detail::expect_int(to->member(i), "compact-send", what + " to." + name,
                                             -kMaxWorld, kMaxWorld);
     }
@@ -334,7 +343,8 @@ Coord Mesh::coord(int64_t rank) const {
 
 std::string Mesh::describe(const Coord& c, bool with_mb) const {
   std::string s;
-  for (int axis : axes) s += (s.empty() ? "" : " ") + std::string(kAxisNames[axis]) + "=" + std::to_string(c[axis]);
+  for (int axis : axes)
+    s += (s.empty() ? "" : " ") + std::string(kAxisNames[axis]) + "=" + std::to_string(c[axis]);
   if (with_mb) s += (s.empty() ? "" : " ") + std::string("mb=") + std::to_string(c[kMbAxis]);
   return s.empty() ? "the only device" : s;
 }

@@ -11,9 +11,8 @@ CompactBuilder::CompactBuilder(std::vector<std::pair<std::string, int>> axes, in
 }
 
 void CompactBuilder::program(const std::string& name, const std::string& on) {
-  nlohmann::json p = {{"name", name},
-                      {"tensors", nlohmann::json::array()},
-                      {"ops", nlohmann::json::array()}};
+  nlohmann::json p = {
+      {"name", name}, {"tensors", nlohmann::json::array()}, {"ops", nlohmann::json::array()}};
   if (!on.empty()) p["on"] = on;
   programs_.push_back(std::move(p));
 }
@@ -42,9 +41,9 @@ void CompactBuilder::tensor(TensorTemplate t) {
   current()["tensors"].push_back(std::move(j));
 }
 
-void CompactBuilder::op(const std::string& name, const std::string& op,
-                        std::vector<std::string> in, std::vector<std::string> out,
-                        nlohmann::json attrs, const std::string& when) {
+void CompactBuilder::op(const std::string& name, const std::string& op, std::vector<std::string> in,
+                        std::vector<std::string> out, nlohmann::json attrs,
+                        const std::string& when) {
   nlohmann::json j = {{"name", name}, {"op", op}, {"in", std::move(in)}, {"out", std::move(out)}};
   if (!attrs.empty()) j["attrs"] = std::move(attrs);
   if (!when.empty()) j["when"] = when;

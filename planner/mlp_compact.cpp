@@ -92,8 +92,9 @@ class CompactMlp {
   std::string parts_k() const { return "dp*" + n(s.mb) + " + mb"; }
 
   void act_tensor(const std::string& name, const std::string& logical, const Cols& c, Expr k = 0,
-           int64_t parts = 1, bool input = false) {
-    g.tensor({name, {R(), c.width}, ClaimTemplate{logical, {rows(), c.range}, k, parts}, "", input});
+                  int64_t parts = 1, bool input = false) {
+    g.tensor(
+        {name, {R(), c.width}, ClaimTemplate{logical, {rows(), c.range}, k, parts}, "", input});
   }
 
   void stage(int p) {
@@ -111,8 +112,8 @@ class CompactMlp {
     if (p == s.last_stage()) act_tensor(at("y"), "y", all(), 0, 1, true);
     for (int i = s.stage_begin(p); i < s.stage_end(p); ++i) {
       auto weight_tensor = [&](const std::string& t, const std::string& when) {
-        g.tensor({at_rank(weight(i)), weight_shape(i),
-                  ClaimTemplate{weight(i), weight_slice(i, t)}, when, true});
+        g.tensor({at_rank(weight(i)), weight_shape(i), ClaimTemplate{weight(i), weight_slice(i, t)},
+                  when, true});
       };
       // swapped-shards: tp ranks 0 and 1 of dp rank 0 load each other's
       // layer-0 shard.
@@ -138,9 +139,11 @@ class CompactMlp {
     }
     for (const std::string& w : site->outside())
       g.collective(name, "all_reduce", in, out, {"tp"}, {{"reduce", "sum"}}, w);
-    if (mean) g.collective(name, "all_reduce", in, out, {"tp"}, {{"reduce", "mean"}}, site->inside());
+    if (mean)
+      g.collective(name, "all_reduce", in, out, {"tp"}, {{"reduce", "mean"}}, site->inside());
     if (drop)
-      g.collective(name + ".tp{tp}", "all_reduce", in, out, {}, {{"reduce", "sum"}}, site->inside());
+      g.collective(name + ".tp{tp}", "all_reduce", in, out, {}, {{"reduce", "sum"}},
+                   site->inside());
   }
 
   void forward(int i, int p) {
@@ -175,7 +178,7 @@ class CompactMlp {
     if (i + 1 == s.stage_end(p) && p != s.last_stage()) send_activation(i);
   }
 
-    void send_activation(int i) {
+  void send_activation(int i) {
     const std::string name = at(act(i) + ".send"), dst = at(act(i));
     const nlohmann::json to = {{"pp", 1}};
     bool wrong_tensor = s.bug("pp-send-wrong-tensor"), wrong_mb = s.bug("pp-send-wrong-microbatch");
@@ -195,7 +198,11 @@ class CompactMlp {
     act_tensor(at("loss.diff"), "loss.diff", all());
     act_tensor(at("loss.sq"), "loss.sq", all());
     g.tensor({at("loss.sum"), {}});
-    g.tensor({at("loss"), {}, ClaimTemplate{"loss", {}, parts_k(), parts}, "", false,
+    g.tensor({at("loss"),
+              {},
+              ClaimTemplate{"loss", {}, parts_k(), parts},
+              "",
+              false,
               s.dp == 1 && s.mb == 1});
     g.op(at("loss.fwd.sub"), "sub", {at(out), at("y")}, {at("loss.diff")});
     g.op(at("loss.fwd.square"), "square", {at("loss.diff")}, {at("loss.sq")});

@@ -273,7 +273,8 @@ TEST(CompactPlan, GroupOverAnAxisTheProgramDoesNotVary) {
 
 TEST(CompactPlan, SendOffTheMesh) {
   nlohmann::json p = example();
-  program(p)["tensors"].push_back({{"name", "dp{dp}.tp{tp}.copy"}, {"shape", {2}}, {"dtype", "f32"}});
+  program(p)["tensors"].push_back(
+      {{"name", "dp{dp}.tp{tp}.copy"}, {"shape", {2}}, {"dtype", "f32"}});
   program(p)["ops"].push_back({{"name", "dp{dp}.tp{tp}.send"},
                                {"op", "send"},
                                {"in", {"dp{dp}.tp{tp}.s"}},
@@ -290,7 +291,8 @@ TEST(CompactPlan, SendOffTheMesh) {
 TEST(CompactPlan, NameCollisionBetweenInstances) {
   nlohmann::json p = example();
   program(p)["tensors"][1]["name"] = "tp{tp}.w";
-  Diagnostic d = invalid(p, "instance-collision", "/parallel/programs/0/tensors/1/name", "\"tp{tp}.w\"");
+  Diagnostic d =
+      invalid(p, "instance-collision", "/parallel/programs/0/tensors/1/name", "\"tp{tp}.w\"");
   EXPECT_NE(d.message.find("dp=1 tp=0"), std::string::npos) << d.message;
   p = example();
   program(p)["ops"][0]["name"] = "dp{dp}.mm";
@@ -328,11 +330,13 @@ TEST(CompactPlan, V1PlanWithACompactFieldIsRejectedAsBefore) {
   nlohmann::json p = nlohmann::json::parse(in);
   p["parallel"]["mesh"] = {{"axes", {{"tp", 2}}}};
   invalid(p, "unknown-key", "/parallel/mesh", "\"mesh\"");
-  p = nlohmann::json::parse(std::ifstream(fs::path(SHARDPROOF_SOURCE_DIR) / "examples" / "tp2-ffn.json"));
+  p = nlohmann::json::parse(
+      std::ifstream(fs::path(SHARDPROOF_SOURCE_DIR) / "examples" / "tp2-ffn.json"));
   p["parallel"]["ops"][0]["when"] = "tp == 0";
   invalid(p, "unknown-key", "/parallel/ops/0/when", "\"when\"");
   // And a 1.1 plan does not take v1's rank-by-rank graph.
-  p = nlohmann::json::parse(std::ifstream(fs::path(SHARDPROOF_SOURCE_DIR) / "examples" / "tp2-ffn.json"));
+  p = nlohmann::json::parse(
+      std::ifstream(fs::path(SHARDPROOF_SOURCE_DIR) / "examples" / "tp2-ffn.json"));
   p["format"] = "shardproof-plan/1.1";
   invalid(p, "unknown-key", "/parallel/inputs", "");
 }
