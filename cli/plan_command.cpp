@@ -40,8 +40,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--hidden", c.hidden, "Hidden size (mlp; default 8)")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--batch", c.batch,
-                  "Global batch: rows (mlp) or sequences (default: the model's, or dp*microbatches)")
+  cmd->add_option(
+         "--batch", c.batch,
+         "Global batch: rows (mlp) or sequences (default: the model's, or dp*microbatches)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seq", c.seq, "Sequence length (transformers; default: the model's)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
@@ -76,10 +77,14 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
   cmd->add_option("--microbatches", c.microbatches, "Micro-batches per step")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  cmd->add_option("--optimizer", c.optimizer,
-                  "Optimizer step: sgd or adam (AdamW); default: the model's (mlp sgd, llama3 adam)")
+  cmd->add_option(
+         "--optimizer", c.optimizer,
+         "Optimizer step: sgd or adam (AdamW); default: the model's (mlp sgd, llama3 adam)")
       ->check(CLI::IsMember({"sgd", "adam"}));
   cmd->add_option("--bug", c.bug, "Inject one bug from the model's catalogue (see --list-bugs)");
+  cmd->add_flag("--compact", c.compact,
+                "Write the compact form (shardproof-plan/1.1): programs over the device mesh "
+                "(mlp only so far)");
   cmd->add_option("-o,--output", args.output, "Write the plan here instead of stdout");
   cmd->add_flag("--list-bugs", args.list_bugs, "List the bugs MODEL can carry");
   cmd->add_flag("--list-models", args.list_models, "List the model families");

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/compact_expand.h"
 #include "engine/json_source.h"
 #include "engine/plan_validation.h"
 
@@ -23,6 +24,8 @@ using plan_detail::InvalidPlan;
 using plan_detail::Node;
 
 constexpr const char* kFormat = "shardproof-plan/1";
+// The compact form: programs over a device mesh, read by expansion.
+constexpr const char* kCompactFormat = "shardproof-plan/1.1";
 
 // A file that exists but cannot be read: an I/O failure, not an invalid plan.
 struct IoFailure {
@@ -73,6 +76,10 @@ class PlanReader {
 
     Node logical = graph_node(root, "logical");
     Node parallel = graph_node(root, "parallel");
+    if (plan.format == kCompactFormat) {
+      read_compact(logical, parallel, plan);
+      return plan;
+    }
     plan_detail::GraphSyntax lsyn = plan_detail::read_graph(logical, false, plan.logical);
     plan_detail::GraphSyntax psyn = plan_detail::read_graph(parallel, true, plan.parallel);
     plan_detail::check_lineage(plan.logical, lsyn, plan.parallel, psyn);
@@ -96,10 +103,32 @@ class PlanReader {
 
   std::string read_format(const Node& root) {
     Node format = require(root, "format", "the plan", "format");
-    if (!format->is(jsonsrc::Value::Kind::String) || format->text != kFormat)
-      format.fail("format", std::string("expected \"") + kFormat + "\", found " +
-                                jsonsrc::describe(format.value()));
+    if (!format->is(jsonsrc::Value::Kind::String) ||
+        (format->text != kFormat && format->text != kCompactFormat))
+      format.fail("format", std::string("expected \"") + kFormat + "\" or \"" + kCompactFormat +
+                                "\", found " + jsonsrc::describe(format.value()));
     return format->text;
+  }
+
+  // A 1.1 plan: the compact parallel graph is expanded into the v1 graph it
+  // denotes, which then meets every v1 rule; a rule the expansion breaks is
+  // reported at the compact template and instance that made the place.
+  void read_compact(const Node& logical, const Node& parallel, Plan& plan) {
+    plan_detail::GraphSyntax lsyn = plan_detail::read_graph(logical, false, plan.logical);
+    compact::CompactGraph graph = compact::read_compact(parallel);
+    compact::Expansion expansion = compact::expand(graph);
+    const std::string expanded_name = "<expansion of " + parallel.file() + ">";
+    try {
+      Node expanded = parse_document(expansion.text, expanded_name);
+      std::string().swap(expansion.text);  // the document holds what it needs
+      plan_detail::GraphSyntax psyn = plan_detail::read_graph(expanded, true, plan.parallel);
+      plan_detail::check_lineage(plan.logical, lsyn, plan.parallel, psyn);
+      plan_detail::check_map_arity({{&plan.logical, &lsyn}, {&plan.parallel, &psyn}});
+    } catch (const InvalidPlan& e) {
+      if (e.diag.file != expanded_name) throw;
+      throw InvalidPlan{compact::locate(graph, expansion, e.diag)};
+    }
+    plan.parallel.source_file = parallel.file();
   }
 
   // A graph is inline or a path (relative to the plan file) to a file that

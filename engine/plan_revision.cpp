@@ -82,6 +82,9 @@ std::optional<Op> reread(const std::string& element, Graph& graph, int index) {
 }  // namespace
 
 std::optional<ParsedPlanText> keep_parsed_text(std::string text, Plan plan) {
+  // A compact (1.1) text is not the graph it denotes: op-by-op rereading of
+  // its edits does not apply, every edit is read in full.
+  if (plan.format != "shardproof-plan/1") return std::nullopt;
   std::optional<PlanOutline> outline = outline_plan(text);
   if (!outline || outline->logical_ops.size() != plan.logical.ops.size() ||
       outline->parallel_ops.size() != plan.parallel.ops.size())

@@ -28,8 +28,14 @@ nlohmann::json mlp_generate(const PlanConfig& config) {
   const mlp::BugSpec* bug = mlp::find_bug(layout);
   GraphBuilder logical;
   mlp::build_logical(layout, logical);
-  GraphBuilder parallel(&logical, layout.world());
-  mlp::build_parallel(layout, parallel);
+  nlohmann::json parallel_json;
+  if (config.compact) {
+    parallel_json = mlp::build_compact_parallel(layout);
+  } else {
+    GraphBuilder parallel(&logical, layout.world());
+    mlp::build_parallel(layout, parallel);
+    parallel_json = parallel.to_json();
+  }
   nlohmann::json meta = {
       {"model", "mlp"},    {"layers", layout.L},        {"hidden", layout.H},
       {"batch", layout.B}, {"dp", layout.dp},           {"tp", layout.tp},
@@ -38,11 +44,11 @@ nlohmann::json mlp_generate(const PlanConfig& config) {
     meta["bug"] = bug->info.name;
     meta["bug_first_tensor"] = bug->first_tensor(layout);
   }
-  return {{"format", "shardproof-plan/1"},
+  return {{"format", config.compact ? "shardproof-plan/1.1" : "shardproof-plan/1"},
           {"name", plan_name(layout)},
           {"meta", std::move(meta)},
           {"logical", logical.to_json()},
-          {"parallel", parallel.to_json()}};
+          {"parallel", std::move(parallel_json)}};
 }
 
 std::string mlp_bug_first_tensor(const PlanConfig& config) {

@@ -101,5 +101,7 @@ nlohmann::json optimizer_attrs(const Layout& layout);
 
 void build_logical(const Layout& layout, GraphBuilder& g);
 void build_parallel(const Layout& layout, GraphBuilder& g);
+// The same parallel graph in the compact form (mlp_compact.cpp).
+nlohmann::json build_compact_parallel(const Layout& layout);
 
 }  // namespace shardproof::planner::mlp

@@ -16,15 +16,15 @@ namespace shardproof::planner {
 struct PlanConfig {
   int layers = 0;
   int hidden = 0;
-  int batch = 0;   // global batch (rows for mlp, sequences for transformers)
+  int batch = 0;    // global batch (rows for mlp, sequences for transformers)
   int64_t seq = 0;  // sequence length (transformers)
   int dp = 1;
   int tp = 1;
   int pp = 1;
-  int cp = 1;             // context parallel (transformers)
-  bool sp = false;        // sequence parallel over the tp group (transformers)
-  int zero = 0;           // 0: gradient all-reduce; 1|2: ZeRO optimizer-state sharding over dp
-  int ep = 1;             // expert parallel (MoE families)
+  int cp = 1;       // context parallel (transformers)
+  bool sp = false;  // sequence parallel over the tp group (transformers)
+  int zero = 0;     // 0: gradient all-reduce; 1|2: ZeRO optimizer-state sharding over dp
+  int ep = 1;       // expert parallel (MoE families)
   bool tie_embeddings = false;  // transformers: LM head shares the embedding table
   // transformers: the attention output projection has a bias, added on tp
   // rank 0 only before the all-reduce (correct; every rank adding it is a bug).
@@ -35,12 +35,15 @@ struct PlanConfig {
   int microbatches = 1;
   std::string optimizer;  // "sgd" | "adam"; empty: the model's default
   std::string bug;        // empty: a correct plan
+  // Write the compact form (shardproof-plan/1.1): programs over the device
+  // mesh, a file whose size does not grow with dp, tp or micro-batches.
+  bool compact = false;
 };
 
 struct BugInfo {
-  std::string name;         // what --bug takes
-  std::string description;  // one line
-  std::string real_world;   // the real-world bug class it stands for
+  std::string name;                    // what --bug takes
+  std::string description;             // one line
+  std::string real_world;              // the real-world bug class it stands for
   std::string first_tensor_hint = "";  // logical tensor (or its prefix) where it first shows
 };
 

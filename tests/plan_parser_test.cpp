@@ -368,7 +368,9 @@ TEST(PlanParser, FormatIsRequiredAndExact) {
   EXPECT_HAS(d.message, "missing");
   p["format"] = "shardproof-plan/2";
   d = invalid(p, "format", "/format");
-  EXPECT_HAS(d.message, "expected \"shardproof-plan/1\", found string \"shardproof-plan/2\"");
+  EXPECT_HAS(d.message,
+             "expected \"shardproof-plan/1\" or \"shardproof-plan/1.1\", found string "
+             "\"shardproof-plan/2\"");
   p["format"] = 1;
   invalid(p, "format", "/format");
 }

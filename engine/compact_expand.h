@@ -1,0 +1,47 @@
+// Expansion of a compact parallel graph (shardproof-plan/1.1) into the v1
+// parallel graph it denotes (docs/plan-format.md, "Expansion"), written as
+// v1 JSON so that every v1 rule and the verifier apply unchanged; and the
+// way back, from a place in the expansion to the template and instance
+// that made it, for messages. Internal to the plan parser.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/compact_graph.h"
+#include "engine/diagnostic.h"
+
+namespace shardproof::compact {
+
+// Beyond this many op (or tensor) instances the expansion is refused: such
+// plans need the per-class verifier, which does not expand. Expanded plans
+// cost about 4 KB and 28 us per op (600k ops: 2.4 GB, 17 s), so 10^6 keeps
+// one plan within a few GB of a shared machine.
+inline constexpr int64_t kMaxInstances = 1'000'000;
+
+// Which template (program, element) and which instance made an expanded
+// tensor or op.
+struct Origin {
+  uint32_t program = 0, element = 0;
+  std::array<int32_t, kAxisCount> c{};
+};
+
+struct Expansion {
+  std::string text;  // the v1 parallel graph
+  std::vector<Origin> tensors, ops;
+  std::unordered_map<std::string, uint32_t> tensor_index;
+  std::vector<uint32_t> inputs, outputs;  // expanded tensor indices
+};
+
+// Throws plan_detail::InvalidPlan (send-off-mesh, instance-collision,
+// plan-too-large).
+Expansion expand(const CompactGraph& g);
+
+// `d` names a place in the expansion's text; the same failure, placed at the
+// compact file's template, with the instance's coordinates.
+Diagnostic locate(const CompactGraph& g, const Expansion& e, const Diagnostic& d);
+
+}  // namespace shardproof::compact

@@ -1,0 +1,82 @@
+#include "planner/compact_builder.h"
+
+#include <stdexcept>
+
+namespace shardproof::planner {
+
+CompactBuilder::CompactBuilder(std::vector<std::pair<std::string, int>> axes, int mb) {
+  nlohmann::json list = nlohmann::json::array();
+  for (auto& [name, size] : axes) list.push_back({name, size});
+  mesh_ = {{"axes", std::move(list)}, {"mb", mb}};
+}
+
+void CompactBuilder::program(const std::string& name, const std::string& on) {
+  nlohmann::json p = {
+      {"name", name}, {"tensors", nlohmann::json::array()}, {"ops", nlohmann::json::array()}};
+  if (!on.empty()) p["on"] = on;
+  programs_.push_back(std::move(p));
+}
+
+nlohmann::json& CompactBuilder::current() {
+  // Internal planner mistake, not a user error.
+  if (programs_.empty()) throw std::logic_error("planner internal error: no program started");
+  return programs_.back();
+}
+
+void CompactBuilder::tensor(TensorTemplate t) {
+  nlohmann::json j = {{"name", t.name}, {"shape", t.shape}, {"dtype", "f32"}};
+  if (t.of) {
+    nlohmann::json of = {{"tensor", t.of->tensor}};
+    if (!t.of->slice.empty()) {
+      nlohmann::json slice = nlohmann::json::array();
+      for (auto& [lo, hi] : t.of->slice) slice.push_back({lo, hi});
+      of["slice"] = std::move(slice);
+    }
+    if (t.of->n != 1) of["part"] = {t.of->k, t.of->n};
+    j["of"] = std::move(of);
+  }
+  if (!t.when.empty()) j["when"] = t.when;
+  if (t.input) j["input"] = true;
+  if (t.output) j["output"] = true;
+  current()["tensors"].push_back(std::move(j));
+}
+
+void CompactBuilder::op(const std::string& name, const std::string& op, std::vector<std::string> in,
+                        std::vector<std::string> out, nlohmann::json attrs,
+                        const std::string& when) {
+  nlohmann::json j = {{"name", name}, {"op", op}, {"in", std::move(in)}, {"out", std::move(out)}};
+  if (!attrs.empty()) j["attrs"] = std::move(attrs);
+  if (!when.empty()) j["when"] = when;
+  current()["ops"].push_back(std::move(j));
+}
+
+void CompactBuilder::collective(const std::string& name, const std::string& op,
+                                const std::string& in, const std::string& out,
+                                std::vector<std::string> group, nlohmann::json attrs,
+                                const std::string& when) {
+  nlohmann::json j = {{"name", name}, {"op", op}, {"in", {in}}, {"out", {out}}, {"group", group}};
+  if (!attrs.empty()) j["attrs"] = std::move(attrs);
+  if (!when.empty()) j["when"] = when;
+  current()["ops"].push_back(std::move(j));
+}
+
+void CompactBuilder::send(const std::string& name, const std::string& in, const std::string& out,
+                          nlohmann::json to, const std::string& when) {
+  nlohmann::json j = {
+      {"name", name}, {"op", "send"}, {"in", {in}}, {"out", {out}}, {"to", std::move(to)}};
+  if (!when.empty()) j["when"] = when;
+  current()["ops"].push_back(std::move(j));
+}
+
+nlohmann::json CompactBuilder::to_json() const {
+  return {{"mesh", mesh_}, {"programs", programs_}};
+}
+
+std::string all_of(std::initializer_list<std::string> parts) {
+  std::string s;
+  for (const std::string& p : parts)
+    if (!p.empty()) s += (s.empty() ? "" : " && ") + p;
+  return s;
+}
+
+}  // namespace shardproof::planner
