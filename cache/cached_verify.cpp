@@ -102,19 +102,11 @@ Report verify_text(const std::string& path, const std::string& text, const Verif
                    const std::string& base_dir) {
   auto start = Clock::now();
   ParseResult parsed = parse_plan_text(text, path, base_dir);
-  Report report;
-  if (parsed.plan) {
-    const double parse = std::chrono::duration<double>(Clock::now() - start).count();
-    report = verify_plan(*parsed.plan, options);
-    report.stats.phases.parse = parse;
-    report.stats.seconds += parse;
-  } else if (parsed.error) {
-    report.verdict = Verdict::Invalid;
-    report.invalid = parsed.error;
-  } else {
-    report.verdict = Verdict::InternalError;
-    report.error = parsed.io_error.empty() ? "the plan could not be read" : parsed.io_error;
-  }
+  if (!parsed.plan) return unreadable_plan_report(path, parsed);
+  const double parse = std::chrono::duration<double>(Clock::now() - start).count();
+  Report report = verify_plan(*parsed.plan, options);
+  report.stats.phases.parse = parse;
+  report.stats.seconds += parse;
   report.plan_path = path;
   return report;
 }

@@ -30,22 +30,14 @@ Report verify_text_with_memo(const std::string& path, std::string text,
   }
   memo.clear();
   ParseResult parsed = parse_plan_text(text, path, "");
-  Report report;
-  if (parsed.plan) {
-    const double parse = seconds_since(start);
-    report = verify_plan(*parsed.plan, options, memo.stages);
-    report.stats.phases.parse = parse;
-    report.stats.seconds += parse;
-    memo.parsed = keep_parsed_text(std::move(text), std::move(*parsed.plan));
-    if (!memo.parsed) memo.clear();
-  } else if (parsed.error) {
-    report.verdict = Verdict::Invalid;
-    report.invalid = parsed.error;
-  } else {
-    report.verdict = Verdict::InternalError;
-    report.error = parsed.io_error.empty() ? "the plan could not be read" : parsed.io_error;
-  }
+  if (!parsed.plan) return unreadable_plan_report(path, parsed);
+  const double parse = seconds_since(start);
+  Report report = verify_plan(*parsed.plan, options, memo.stages);
+  report.stats.phases.parse = parse;
+  report.stats.seconds += parse;
   report.plan_path = path;
+  memo.parsed = keep_parsed_text(std::move(text), std::move(*parsed.plan));
+  if (!memo.parsed) memo.clear();
   return report;
 }
 

@@ -435,6 +435,10 @@ Report verify_plan_file(const std::string& path, const VerifyOptions& options) {
     report.stats.seconds += parse;
     return report;
   }
+  return unreadable_plan_report(path, parsed);
+}
+
+Report unreadable_plan_report(const std::string& path, const ParseResult& parsed) {
   Report report;
   report.plan_path = path;
   if (parsed.error) {

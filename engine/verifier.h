@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/ir.h"
+#include "engine/plan_parser.h"
 #include "engine/plan_revision.h"
 #include "engine/report.h"
 #include "engine/stage.h"
@@ -51,6 +52,10 @@ struct VerifyOptions {
 // Reads, validates and verifies a plan file. Never throws: I/O problems are
 // InternalError (exit 4), contract violations Invalid (exit 2).
 Report verify_plan_file(const std::string& path, const VerifyOptions& options);
+
+// The report of a plan the parser did not accept: invalid, with its
+// diagnostic, or an internal error (the file could not be read).
+Report unreadable_plan_report(const std::string& path, const ParseResult& parsed);
 
 // Verifies an already validated plan.
 Report verify_plan(const Plan& plan, const VerifyOptions& options);
