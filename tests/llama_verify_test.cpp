@@ -83,15 +83,20 @@ TEST(LlamaPublishedShapes, EightBillionTwoLayersIsEquivalent) {
 // and the rest still reduce; at the published widths the stage is then too
 // large to prove but not to refute by a concrete counterexample. Before,
 // reduction gave up on the whole stage and the bug was only "unknown".
-TEST(LlamaPublishedShapes, WrongOffsetBugIsFoundAtPublishedShapes) {
+// `bug` on llama3-8b, two layers, tp2: found, first at its own tensor.
+void expect_found_at_published_shapes(const std::string& bug) {
   PlanConfig c = cfg(2, 1, 2, 1, 1);
-  c.bug = "fused-gate-up-contiguous";
+  c.bug = bug;
   const nlohmann::json plan = planner::generate_plan("llama3-8b", c);
-  Report r = testing::verify_json(plan, "llama3-8b-gate-up");
+  Report r = testing::verify_json(plan, "llama3-8b-" + bug);
   EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
   ASSERT_FALSE(r.findings.empty());
   EXPECT_EQ(r.findings.front().kind, "mismatch");
   EXPECT_EQ(r.findings.front().tensor, plan["meta"].value("bug_first_tensor", ""));
+}
+
+TEST(LlamaPublishedShapes, WrongOffsetBugIsFoundAtPublishedShapes) {
+  expect_found_at_published_shapes("fused-gate-up-contiguous");
 }
 
 // A vocabulary shard that owns one id less than its block: the id it drops
@@ -100,14 +105,7 @@ TEST(LlamaPublishedShapes, WrongOffsetBugIsFoundAtPublishedShapes) {
 // integer inputs at the values next to the stage's constants (the shard
 // bounds), which finds it. Before, this was "unknown".
 TEST(LlamaPublishedShapes, OffByOneVocabularyBoundIsFoundAtPublishedShapes) {
-  PlanConfig c = cfg(2, 1, 2, 1, 1);
-  c.bug = "vocab-range-off-by-one";
-  const nlohmann::json plan = planner::generate_plan("llama3-8b", c);
-  Report r = testing::verify_json(plan, "llama3-8b-vocab");
-  EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
-  ASSERT_FALSE(r.findings.empty());
-  EXPECT_EQ(r.findings.front().kind, "mismatch");
-  EXPECT_EQ(r.findings.front().tensor, plan["meta"].value("bug_first_tensor", ""));
+  expect_found_at_published_shapes("vocab-range-off-by-one");
 }
 
 PlanConfig config_for(const std::string& bug) {

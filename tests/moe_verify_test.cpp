@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/planner.h"
+#include "tests/planner_support.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
@@ -37,13 +38,8 @@ struct Case {
 };
 
 PlanConfig cfg(int layers, int dp, int ep, int tp, int pp, int mb) {
-  PlanConfig c;
-  c.layers = layers;
-  c.dp = dp;
+  PlanConfig c = testing::transformer_config(layers, dp, tp, pp, mb);
   c.ep = ep;
-  c.tp = tp;
-  c.pp = pp;
-  c.microbatches = mb;
   return c;
 }
 

@@ -273,13 +273,7 @@ TEST(Planner, RejectsUnknownAndInapplicableBugs) {
 // --- the llama3 family
 
 PlanConfig llama(int layers, int dp, int tp, int pp, int mb) {
-  PlanConfig c;
-  c.layers = layers;
-  c.dp = dp;
-  c.tp = tp;
-  c.pp = pp;
-  c.microbatches = mb;
-  return c;
+  return testing::transformer_config(layers, dp, tp, pp, mb);
 }
 
 TEST(Planner, LlamaCatalogueHasTwentyDescribedBugs) {
@@ -315,11 +309,12 @@ TEST(Planner, LlamaUsesPublishedShapes) {
   EXPECT_EQ(meta["ffn"], 14336);
   EXPECT_EQ(meta["vocab"], 128256);
   // tp 3 divides neither 64 heads nor 8 kv heads.
-  EXPECT_THROW(planner::generate_plan("llama3-70b", [] {
-                 PlanConfig c;
-                 c.tp = 3;
-                 return c;
-               }()),
+  EXPECT_THROW(planner::generate_plan("llama3-70b",
+                                      [] {
+                                        PlanConfig c;
+                                        c.tp = 3;
+                                        return c;
+                                      }()),
                std::invalid_argument);
 }
 
