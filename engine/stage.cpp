@@ -249,7 +249,10 @@ Stage build_stage(const Plan& plan, const StageUnit& unit, int id) {
 }
 
 std::vector<Stage> build_stages(const Plan& plan, int jobs) {
-  const std::vector<StageUnit> units = cut_units(plan, jobs);
+  return build_stages(plan, cut_units(plan, jobs), jobs);
+}
+
+std::vector<Stage> build_stages(const Plan& plan, const std::vector<StageUnit>& units, int jobs) {
   std::vector<Stage> stages(units.size());
   parallel_for(jobs, units.size(), [&](size_t i) {  // each stage reads the plan only
     stages[i] = build_stage(plan, units[i], static_cast<int>(i) + 1);

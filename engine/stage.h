@@ -132,6 +132,8 @@ Stage build_stage(const Plan& plan, const StageUnit& unit, int id);
 
 // Cuts the plan into one stage per unit (cut_units then build_stage).
 std::vector<Stage> build_stages(const Plan& plan, int jobs = 1);
+// The stages of units cut before, on up to `jobs` threads.
+std::vector<Stage> build_stages(const Plan& plan, const std::vector<StageUnit>& units, int jobs);
 
 // "out[0:8, 0:16]" for messages.
 std::string slice_to_string(const std::string& tensor, const SliceSpec& slice);

@@ -352,10 +352,7 @@ Report verify_recorded(const Plan& plan, const VerifyOptions& options, StageReco
   Report report = plan_report(plan);
   try {
     std::vector<StageUnit> units = cut_units(plan, options.jobs);
-    std::vector<Stage> stages(units.size());
-    parallel_for(options.jobs, units.size(), [&](size_t i) {  // each stage reads the plan only
-      stages[i] = build_stage(plan, units[i], static_cast<int>(i) + 1);
-    });
+    std::vector<Stage> stages = build_stages(plan, units, options.jobs);
     report.stats.phases.cut = std::chrono::duration<double>(Clock::now() - start).count();
     if (record) record->units = std::move(units);
     run_stages(stages, options, {}, record, report);
