@@ -45,7 +45,7 @@ std::string z3_version() {
 
 }  // namespace
 
-std::string canonical_bytes(const Stage& stage) {
+std::string canonical_bytes(const Stage& stage, bool with_full_size) {
   Writer w;
   w.text("shardproof-stage");
   w.number(stage.target);
@@ -57,7 +57,7 @@ std::string canonical_bytes(const Stage& stage) {
   for (const StageTensor& t : stage.tensors) {
     w.number(t.parallel ? 1 : 0);
     w.numbers(t.shape);
-    w.numbers(t.full_shape);
+    if (with_full_size) w.numbers(t.full_shape);
     w.text(dtype_name(t.dtype));
     w.number(t.free ? 1 : 0);
     w.number(t.logical_input ? 1 : 0);
@@ -73,9 +73,11 @@ std::string canonical_bytes(const Stage& stage) {
   }
   // Positions kept by reduction (none written when the stage kept full size:
   // the sizes above say so).
-  w.number(static_cast<int64_t>(stage.full_position.size()));
-  for (size_t t = 0; t < stage.full_position.size(); ++t)
-    for (const std::vector<int64_t>& dim : stage.full_position[t]) w.numbers(dim);
+  if (with_full_size) {
+    w.number(static_cast<int64_t>(stage.full_position.size()));
+    for (size_t t = 0; t < stage.full_position.size(); ++t)
+      for (const std::vector<int64_t>& dim : stage.full_position[t]) w.numbers(dim);
+  }
   w.number(static_cast<int64_t>(stage.ops.size()));
   for (const StageOp& op : stage.ops) {
     w.text(op.op);
@@ -101,13 +103,23 @@ std::string canonical_bytes(const Stage& stage) {
     for (const std::optional<ValueMap>& m : stage.value_maps) {
       w.number(m ? 1 : 0);
       if (!m) continue;
-      w.numbers(m->full_bounds);
+      if (with_full_size) w.numbers(m->full_bounds);
       w.numbers(m->reduced_bounds);
-      w.number(m->full_offset);
+      if (with_full_size) w.number(m->full_offset);
       w.number(m->reduced_offset);
     }
   }
   return w.take();
+}
+
+std::string verdict_key(const Stage& stage) {
+  std::string bytes = canonical_bytes(stage, false);
+  bytes += "|engine=" + std::to_string(kEngineVersion);
+  XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return hex;
 }
 
 std::string stage_key(const Stage& stage) {

@@ -16,7 +16,15 @@ namespace shardproof {
 // a way that could change a verdict. Part of every stage key.
 constexpr int kEngineVersion = 1;
 
-std::string canonical_bytes(const Stage& stage);
+// `with_full_size` false leaves out what only reports read (full shapes,
+// full positions, full value-map bounds): what is left is all a verdict
+// depends on.
+std::string canonical_bytes(const Stage& stage, bool with_full_size = true);
+
+// A hash of canonical_bytes(stage, false): two stages with equal verdict keys
+// get the same verdict, wherever in a plan they sit (the class verifier
+// compares stages at different mesh coordinates by it).
+std::string verdict_key(const Stage& stage);
 
 // XXH3-128 of the canonical bytes and every version the verdict depends on
 // (engine, operator semantics, Z3), as 32 hex digits.

@@ -2,6 +2,7 @@
 // format fixes: programs, then templates, then instances (rank order, mb
 // innermost). A first pass only counts, so a plan too large to expand is
 // refused before any memory is spent on it.
+#include <algorithm>
 #include <charconv>
 
 #include "engine/compact_expand.h"
@@ -43,10 +44,13 @@ std::string where(const Node& n) {
 
 class Expander {
  public:
-  Expander(const CompactGraph& g, Expansion& e) : g_(g), m_(g.mesh), e_(e) {}
+  Expander(const CompactGraph& g, Expansion& e, const Selection* selection = nullptr)
+      : g_(g), m_(g.mesh), e_(e), sel_(selection) {}
+
+  void count_only() { count(); }
 
   void run() {
-    count();
+    if (!sel_) count();
     e_.text.reserve(static_cast<size_t>(tensor_count_ * 160 + op_count_ * 200));
     e_.text += "{\"world\":";
     append_int(e_.text, m_.world);
@@ -65,8 +69,21 @@ class Expander {
 
  private:
   // Calls f(coord, rank) for every instance of an element, in order.
+  // With a selection, only its instances of element `e` (tensor or op),
+  // in the same order.
   template <class F>
-  void each(const Program& p, const Condition& when, bool per_mb, F f) const {
+  void each(const Program& p, const Condition& when, bool per_mb, F f,
+            const std::unordered_set<int64_t>* selected = nullptr) const {
+    if (sel_) {
+      std::vector<int64_t> keys(selected->begin(), selected->end());
+      std::sort(keys.begin(), keys.end());
+      for (int64_t key : keys) {
+        Coord c = m_.coord(key / m_.mb);
+        c[kMbAxis] = key % m_.mb;
+        f(c, key / m_.mb);
+      }
+      return;
+    }
     for (int64_t r = 0; r < m_.world; ++r) {
       Coord c = m_.coord(r);
       for (int64_t k = 0; k < (per_mb ? m_.mb : 1); ++k) {
@@ -125,32 +142,40 @@ class Expander {
   void tensors(uint32_t p, uint32_t ti) {
     const TensorTemplate& t = g_.programs[p].tensors[ti];
     std::string name;
-    each(g_.programs[p], t.when, t.per_mb, [&](const Coord& c, int64_t rank) {
-      name.clear();
-      t.name.append(c, name);
-      auto index = static_cast<uint32_t>(e_.tensors.size());
-      auto [it, fresh] = e_.tensor_index.emplace(name, index);
-      if (!fresh) {
-        const Origin& o = e_.tensors[it->second];
-        const TensorTemplate& first = g_.programs[o.program].tensors[o.element];
-        collision(*t.node.get("name"), "tensor", name, c, t.per_mb, first.node, o, first.per_mb);
-      }
-      e_.tensors.push_back(origin(p, ti, c));
-      if (t.input) e_.inputs.push_back(index);
-      if (t.output) e_.outputs.push_back(index);
-      std::string& out = e_.text;
-      if (index > 0) out += ',';
-      append_string(out, name);
-      out += ":{\"shape\":";
-      out += t.shape_json;
-      out += ",\"dtype\":";
-      out += t.dtype_json;
-      out += ",\"rank\":";
-      append_int(out, rank);
-      if (t.of) lineage(*t.of, c);
-      out += '}';
-    });
+    each(
+        g_.programs[p], t.when, t.per_mb,
+        [&](const Coord& c, int64_t rank) {
+          name.clear();
+          t.name.append(c, name);
+          auto index = static_cast<uint32_t>(e_.tensors.size());
+          auto [it, fresh] = e_.tensor_index.emplace(name, index);
+          if (!fresh) {
+            const Origin& o = e_.tensors[it->second];
+            const TensorTemplate& first = g_.programs[o.program].tensors[o.element];
+            collision(*t.node.get("name"), "tensor", name, c, t.per_mb, first.node, o,
+                      first.per_mb);
+          }
+          e_.tensors.push_back(origin(p, ti, c));
+          // A selected tensor nothing selected writes is given: a stage input.
+          if (t.input || (sel_ && !sel_->produced[p][ti].count(key_of(c))))
+            e_.inputs.push_back(index);
+          if (t.output && !sel_) e_.outputs.push_back(index);
+          std::string& out = e_.text;
+          if (index > 0) out += ',';
+          append_string(out, name);
+          out += ":{\"shape\":";
+          out += t.shape_json;
+          out += ",\"dtype\":";
+          out += t.dtype_json;
+          out += ",\"rank\":";
+          append_int(out, rank);
+          if (t.of) lineage(*t.of, c);
+          out += '}';
+        },
+        sel_ ? &sel_->tensors[p][ti] : nullptr);
   }
+
+  int64_t key_of(const Coord& c) const { return m_.rank(c) * m_.mb + c[kMbAxis]; }
 
   void lineage(const Lineage& lin, const Coord& c) {
     std::string& out = e_.text;
@@ -202,62 +227,66 @@ class Expander {
     int64_t members = 1;
     for (int axis : op.group) members *= m_.size(axis);
     std::string name;
-    each(g_.programs[p], op.when, op.per_mb, [&](const Coord& c, int64_t rank) {
-      if (op.kind == OpTemplate::Kind::Collective && !leader(op, c)) return;
-      Coord dst = c;
-      if (op.kind == OpTemplate::Kind::Send) dst = destination(op, c);
-      std::string& out = e_.text;
-      if (!e_.ops.empty()) out += ',';
-      e_.ops.push_back(origin(p, oi, c));
-      out += '{';
-      if (op.name) {
-        name.clear();
-        op.name->append(c, name);
-        auto [it, fresh] = op_names_.emplace(name, static_cast<uint32_t>(e_.ops.size() - 1));
-        if (!fresh) {
-          const Origin& o = e_.ops[it->second];
-          const OpTemplate& first = g_.programs[o.program].ops[o.element];
-          collision(*op.node.get("name"), "op", name, c, op.per_mb, first.node, o, first.per_mb);
-        }
-        out += "\"name\":";
-        append_string(out, name);
-        out += ',';
-      }
-      out += "\"op\":";
-      append_string(out, op.op);
-      if (op.kind == OpTemplate::Kind::Collective) {
-        std::vector<Coord> group;
-        for (int64_t j = 0; j < members; ++j) group.push_back(member(op, c, j));
-        out += ",\"in\":[";
-        list(op.in[0], group);
-        out += "],\"out\":[";
-        list(op.out[0], group);
-        out += "],\"group\":[";
-        for (size_t j = 0; j < group.size(); ++j) {
-          if (j) out += ',';
-          append_int(out, m_.rank(group[j]));
-        }
-        out += ']';
-      } else {
-        out += ",\"in\":[";
-        list(op.in, c);
-        out += "],\"out\":[";
-        list(op.out, dst);
-        out += ']';
-        if (op.kind == OpTemplate::Kind::Send) {
-          out += ",\"group\":[";
-          append_int(out, rank);
-          out += ',';
-          append_int(out, m_.rank(dst));
-          out += ']';
-        } else {
-          out += ",\"rank\":";
-          append_int(out, rank);
-        }
-      }
-      if (op.has_attrs) attrs(op, c);
-      out += '}';
-    });
+    each(
+        g_.programs[p], op.when, op.per_mb,
+        [&](const Coord& c, int64_t rank) {
+          if (op.kind == OpTemplate::Kind::Collective && !leader(op, c)) return;
+          Coord dst = c;
+          if (op.kind == OpTemplate::Kind::Send) dst = destination(op, c);
+          std::string& out = e_.text;
+          if (!e_.ops.empty()) out += ',';
+          e_.ops.push_back(origin(p, oi, c));
+          out += '{';
+          if (op.name) {
+            name.clear();
+            op.name->append(c, name);
+            auto [it, fresh] = op_names_.emplace(name, static_cast<uint32_t>(e_.ops.size() - 1));
+            if (!fresh) {
+              const Origin& o = e_.ops[it->second];
+              const OpTemplate& first = g_.programs[o.program].ops[o.element];
+              collision(*op.node.get("name"), "op", name, c, op.per_mb, first.node, o,
+                        first.per_mb);
+            }
+            out += "\"name\":";
+            append_string(out, name);
+            out += ',';
+          }
+          out += "\"op\":";
+          append_string(out, op.op);
+          if (op.kind == OpTemplate::Kind::Collective) {
+            std::vector<Coord> group;
+            for (int64_t j = 0; j < members; ++j) group.push_back(member(op, c, j));
+            out += ",\"in\":[";
+            list(op.in[0], group);
+            out += "],\"out\":[";
+            list(op.out[0], group);
+            out += "],\"group\":[";
+            for (size_t j = 0; j < group.size(); ++j) {
+              if (j) out += ',';
+              append_int(out, m_.rank(group[j]));
+            }
+            out += ']';
+          } else {
+            out += ",\"in\":[";
+            list(op.in, c);
+            out += "],\"out\":[";
+            list(op.out, dst);
+            out += ']';
+            if (op.kind == OpTemplate::Kind::Send) {
+              out += ",\"group\":[";
+              append_int(out, rank);
+              out += ',';
+              append_int(out, m_.rank(dst));
+              out += ']';
+            } else {
+              out += ",\"rank\":";
+              append_int(out, rank);
+            }
+          }
+          if (op.has_attrs) attrs(op, c);
+          out += '}';
+        },
+        sel_ ? &sel_->ops[p][oi] : nullptr);
   }
 
   void attrs(const OpTemplate& op, const Coord& c) {
@@ -312,6 +341,7 @@ class Expander {
   const CompactGraph& g_;
   const Mesh& m_;
   Expansion& e_;
+  const Selection* sel_;
   int64_t tensor_count_ = 0, op_count_ = 0;
   std::unordered_map<std::string, uint32_t> op_names_;
 };
@@ -322,6 +352,23 @@ Expansion expand(const CompactGraph& g) {
   Expansion e;
   Expander(g, e).run();
   return e;
+}
+
+Expansion expand_selected(const CompactGraph& g, const Selection& selection) {
+  Expansion e;
+  Expander(g, e, &selection).run();
+  return e;
+}
+
+bool exceeds_expansion_limit(const CompactGraph& g) {
+  Expansion e;
+  try {
+    Expander(g, e).count_only();
+  } catch (const InvalidPlan& failure) {
+    if (failure.diag.rule == "plan-too-large") return true;
+    throw;
+  }
+  return false;
 }
 
 }  // namespace shardproof::compact

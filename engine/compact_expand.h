@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/compact_explore.h"
 #include "engine/compact_graph.h"
 #include "engine/diagnostic.h"
 
@@ -40,6 +41,16 @@ struct Expansion {
 // plan-too-large).
 Expansion expand(const CompactGraph& g);
 
+// The part of the expansion `selection` holds (compact_explore.h), for the
+// class verifier: the selected tensors and ops in expansion order; a selected
+// tensor no selected op writes is a graph input; no outputs.
+Expansion expand_selected(const CompactGraph& g, const Selection& selection);
+// The plan (its logical graph) with the parallel graph `expansion` holds,
+// read with LineageScope::Stages; throws plan_detail::InvalidPlan placed at
+// the compact template. Defined by the plan parser.
+Plan read_selected(const Plan& plan, const Expansion& expansion);
+// Whether expand(g) would refuse the plan as too large (counts only).
+bool exceeds_expansion_limit(const CompactGraph& g);
 // `d` names a place in the expansion's text; the same failure, placed at the
 // compact file's template, with the instance's coordinates.
 Diagnostic locate(const CompactGraph& g, const Expansion& e, const Diagnostic& d);

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -88,6 +90,16 @@ struct Program {
 struct CompactGraph {
   Mesh mesh;
   std::vector<Program> programs;
+};
+
+// A compact plan kept unexpanded for the class verifier (Plan::compact): the
+// graph and the JSON documents its nodes point into.
+struct CompactSource {
+  explicit CompactSource(CompactGraph g) : graph(std::move(g)) {}
+  CompactGraph graph;
+  std::vector<std::shared_ptr<jsonsrc::Value>> documents;
+  std::shared_ptr<std::deque<std::string>> files;
+  plan_detail::GraphSyntax logical_syntax;
 };
 
 // Reads and checks the compact form's own rules (mesh, compact-expr,

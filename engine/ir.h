@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -77,12 +78,19 @@ struct Graph {
   int find(const std::string& name) const;  // -1 when absent
 };
 
+namespace compact {
+struct CompactSource;
+}
+
 struct Plan {
   std::string format;  // "shardproof-plan/1"
   std::string name;
   std::string meta_json;  // free-form meta, re-serialised for reports
   std::string path;
   Graph logical, parallel;
+  // A compact plan too large to expand (plan_parser.h, ParseOptions): its
+  // templates, for the class verifier; `parallel` is then empty.
+  std::shared_ptr<const compact::CompactSource> compact;
 };
 
 }  // namespace shardproof

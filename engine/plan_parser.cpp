@@ -60,8 +60,8 @@ std::optional<std::string> read_file(const std::string& path, std::string& error
 
 class PlanReader {
  public:
-  PlanReader(std::string display_name, std::string base_dir)
-      : display_(std::move(display_name)), base_dir_(std::move(base_dir)) {}
+  PlanReader(std::string display_name, std::string base_dir, ParseOptions options = {})
+      : display_(std::move(display_name)), base_dir_(std::move(base_dir)), options_(options) {}
 
   Plan read(const std::string& text) {
     Node root = parse_document(text, display_);
@@ -116,6 +116,21 @@ class PlanReader {
   void read_compact(const Node& logical, const Node& parallel, Plan& plan) {
     plan_detail::GraphSyntax lsyn = plan_detail::read_graph(logical, false, plan.logical);
     compact::CompactGraph graph = compact::read_compact(parallel);
+    if (options_.compact == ParseOptions::Compact::Classes ||
+        (options_.compact == ParseOptions::Compact::Auto &&
+         compact::exceeds_expansion_limit(graph))) {
+      // Too large to expand: the class verifier reads the templates. The
+      // documents stay alive with them (their nodes point into them).
+      auto source = std::make_shared<compact::CompactSource>(std::move(graph));
+      source->documents = docs_;
+      source->files = std::make_shared<std::deque<std::string>>(std::move(files_));
+      source->logical_syntax = std::move(lsyn);
+      plan.parallel.parallel = true;
+      plan.parallel.world = static_cast<int>(source->graph.mesh.world);
+      plan.parallel.source_file = parallel.file();
+      plan.compact = std::move(source);
+      return;
+    }
     compact::Expansion expansion = compact::expand(graph);
     const std::string expanded_name = "<expansion of " + parallel.file() + ">";
     try {
@@ -156,13 +171,14 @@ class PlanReader {
 
   std::string display_;
   std::string base_dir_;
+  ParseOptions options_;
   std::vector<std::shared_ptr<jsonsrc::Value>> docs_;
   std::deque<std::string> files_;  // stable addresses: nodes keep pointers
 };
 
 }  // namespace
 
-ParseResult parse_plan_file(const std::string& path) {
+ParseResult parse_plan_file(const std::string& path, ParseOptions options) {
   std::string error;
   std::optional<std::string> text = read_file(path, error);
   if (!text) {
@@ -170,14 +186,14 @@ ParseResult parse_plan_file(const std::string& path) {
     r.io_error = error;
     return r;
   }
-  return parse_plan_text(*text, path, fs::path(path).parent_path().string());
+  return parse_plan_text(*text, path, fs::path(path).parent_path().string(), options);
 }
 
 ParseResult parse_plan_text(const std::string& text, const std::string& display_name,
-                            const std::string& base_dir) {
+                            const std::string& base_dir, ParseOptions options) {
   ParseResult result;
   try {
-    result.plan = PlanReader(display_name, base_dir).read(text);
+    result.plan = PlanReader(display_name, base_dir, options).read(text);
   } catch (const InvalidPlan& e) {
     result.error = e.diag;
   } catch (const IoFailure& e) {
@@ -190,3 +206,31 @@ ParseResult parse_plan_text(const std::string& text, const std::string& display_
 }
 
 }  // namespace shardproof
+
+namespace shardproof::compact {
+
+Plan read_selected(const Plan& plan, const Expansion& expansion) {
+  const CompactSource& source = *plan.compact;
+  Plan sub;
+  sub.format = plan.format;
+  sub.name = plan.name;
+  sub.meta_json = plan.meta_json;
+  sub.path = plan.path;
+  sub.logical = plan.logical;
+  const std::string file = "<part of the expansion of " + plan.parallel.source_file + ">";
+  jsonsrc::ParseResult parsed = jsonsrc::parse(expansion.text);
+  if (parsed.error)
+    throw std::logic_error("the selected expansion is not JSON: " + parsed.error->message);
+  try {
+    Node root(*parsed.value, file);
+    plan_detail::GraphSyntax psyn = plan_detail::read_graph(root, true, sub.parallel);
+    plan_detail::check_lineage(sub.logical, source.logical_syntax, sub.parallel, psyn,
+                               plan_detail::LineageScope::Stages);
+  } catch (const InvalidPlan& e) {
+    throw InvalidPlan{locate(source.graph, expansion, e.diag)};
+  }
+  sub.parallel.source_file = plan.parallel.source_file;
+  return sub;
+}
+
+}  // namespace shardproof::compact

@@ -111,11 +111,20 @@ struct GraphSyntax {
 // except lineage.
 GraphSyntax read_graph(const Node& node, bool parallel, Graph& g);
 
+// What check_lineage checks: the whole contract (Plan), or, for a part of
+// an expansion the class verifier cut out around some stages (Stages), each
+// claim alone: its inputs may claim intermediate logical tensors (they are
+// stage inputs), and coverage and part sets are checked over the whole mesh
+// elsewhere (compact_rules.h).
+enum class LineageScope { Plan, Stages };
 // Lineage rules of a parallel graph against the logical one: fills each
 // TensorDecl::of.
 void check_lineage(const Graph& logical, const GraphSyntax& logical_syntax, Graph& parallel,
-                   const GraphSyntax& parallel_syntax);
+                   const GraphSyntax& parallel_syntax, LineageScope scope = LineageScope::Plan);
 
+// An element of `shape` that none of `boxes` holds (rule 3), or nothing.
+std::optional<std::vector<int64_t>> first_uncovered(const Shape& shape,
+                                                    const std::vector<SliceSpec>& boxes);
 // One map fn used with two arities anywhere in the plan is invalid.
 void check_map_arity(const std::vector<std::pair<const Graph*, const GraphSyntax*>>& graphs);
 

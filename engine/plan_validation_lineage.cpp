@@ -36,14 +36,46 @@ PartSetKey part_set_of(const Lineage& lin) {
   return {lin.tensor, lin.slice, lin.part_n};
 }
 
+// Sweeps one dimension at a time over the boundaries of the boxes that
+// cover the prefix so far; returns an element no box covers.
+std::optional<std::vector<int64_t>> uncovered(const Shape& shape, const std::vector<Box>& boxes,
+                                              std::vector<int64_t>& prefix) {
+  size_t d = prefix.size();
+  if (d == shape.size()) {
+    if (boxes.empty()) return prefix;
+    return std::nullopt;
+  }
+  std::set<int64_t> cut_set = {0, shape[d]};
+  for (const Box& b : boxes)
+    for (int64_t c : {b[d].first, b[d].second}) cut_set.insert(c);
+  std::vector<int64_t> cuts(cut_set.begin(), cut_set.end());
+  // Each box goes to the segments it spans: near-linear for partitions.
+  std::vector<std::vector<Box>> spanning(cuts.size() - 1);
+  for (const Box& b : boxes) {
+    size_t first = std::lower_bound(cuts.begin(), cuts.end(), b[d].first) - cuts.begin();
+    size_t last = std::lower_bound(cuts.begin(), cuts.end(), b[d].second) - cuts.begin();
+    for (size_t s = first; s < last; ++s) spanning[s].push_back(b);
+  }
+  for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+    if (cuts[s] >= shape[d]) break;
+    prefix.push_back(cuts[s]);
+    if (std::optional<std::vector<int64_t>> hole = uncovered(shape, spanning[s], prefix))
+      return hole;
+    prefix.pop_back();
+  }
+  return std::nullopt;
+}
+
 class LineageChecker {
  public:
-  LineageChecker(const Graph& logical, const GraphSyntax& lsyn, Graph& par, const GraphSyntax& psyn)
-      : lg_(logical), lsyn_(lsyn), pg_(par), psyn_(psyn) {}
+  LineageChecker(const Graph& logical, const GraphSyntax& lsyn, Graph& par, const GraphSyntax& psyn,
+                 LineageScope scope)
+      : lg_(logical), lsyn_(lsyn), pg_(par), psyn_(psyn), scope_(scope) {}
 
   void run() {
     for (size_t t = 0; t < pg_.tensors.size(); ++t)
       if (psyn_.of_nodes[t]) pg_.tensors[t].of = read(t, *psyn_.of_nodes[t]);
+    if (scope_ == LineageScope::Stages) return check_claimed_inputs();
     check_inputs();
     check_outputs();
     check_part_sets();
@@ -152,6 +184,15 @@ class LineageChecker {
     }
   }
 
+  // A part cut out of an expansion: its inputs are claims, of any tensor.
+  void check_claimed_inputs() {
+    for (int t : pg_.inputs)
+      if (!pg_.tensors[t].of)
+        psyn_.tensor_decls[t].fail(
+            "lineage-input",
+            "parallel input " + quoted(pg_.tensors[t].name) + " has no lineage (\"of\")");
+  }
+
   // Rule 2: parallel outputs say what they are.
   void check_outputs() {
     for (int t : pg_.outputs)
@@ -200,8 +241,7 @@ class LineageChecker {
       const TensorDecl& out = lg_.tensors[lg_.outputs[i]];
       if (element_count(out.shape) == 0) continue;
       std::vector<Box> boxes = covering_boxes(claims[lg_.outputs[i]]);
-      std::vector<int64_t> prefix;
-      if (std::optional<std::vector<int64_t>> hole = uncovered(out.shape, boxes, prefix))
+      if (std::optional<std::vector<int64_t>> hole = first_uncovered(out.shape, boxes))
         lsyn_.outputs->item(i).fail("lineage-coverage", coverage_message(out, *hole, boxes));
     }
   }
@@ -221,37 +261,6 @@ class LineageChecker {
     for (const auto& [key, ks] : parts)
       if (static_cast<int64_t>(ks.size()) == std::get<2>(key)) boxes.push_back(std::get<1>(key));
     return boxes;
-  }
-
-  // Sweeps one dimension at a time over the boundaries of the boxes that
-  // cover the prefix so far; returns an element no box covers.
-  static std::optional<std::vector<int64_t>> uncovered(const Shape& shape,
-                                                       const std::vector<Box>& boxes,
-                                                       std::vector<int64_t>& prefix) {
-    size_t d = prefix.size();
-    if (d == shape.size()) {
-      if (boxes.empty()) return prefix;
-      return std::nullopt;
-    }
-    std::set<int64_t> cut_set = {0, shape[d]};
-    for (const Box& b : boxes)
-      for (int64_t c : {b[d].first, b[d].second}) cut_set.insert(c);
-    std::vector<int64_t> cuts(cut_set.begin(), cut_set.end());
-    // Each box goes to the segments it spans: near-linear for partitions.
-    std::vector<std::vector<Box>> spanning(cuts.size() - 1);
-    for (const Box& b : boxes) {
-      size_t first = std::lower_bound(cuts.begin(), cuts.end(), b[d].first) - cuts.begin();
-      size_t last = std::lower_bound(cuts.begin(), cuts.end(), b[d].second) - cuts.begin();
-      for (size_t s = first; s < last; ++s) spanning[s].push_back(b);
-    }
-    for (size_t s = 0; s + 1 < cuts.size(); ++s) {
-      if (cuts[s] >= shape[d]) break;
-      prefix.push_back(cuts[s]);
-      if (std::optional<std::vector<int64_t>> hole = uncovered(shape, spanning[s], prefix))
-        return hole;
-      prefix.pop_back();
-    }
-    return std::nullopt;
   }
 
   std::string coverage_message(const TensorDecl& out, const std::vector<int64_t>& hole,
@@ -275,13 +284,20 @@ class LineageChecker {
   const GraphSyntax& lsyn_;
   Graph& pg_;
   const GraphSyntax& psyn_;
+  LineageScope scope_;
 };
 
 }  // namespace
 
+std::optional<std::vector<int64_t>> first_uncovered(const Shape& shape,
+                                                    const std::vector<SliceSpec>& boxes) {
+  std::vector<int64_t> prefix;
+  return uncovered(shape, boxes, prefix);
+}
+
 void check_lineage(const Graph& logical, const GraphSyntax& logical_syntax, Graph& parallel,
-                   const GraphSyntax& parallel_syntax) {
-  LineageChecker(logical, logical_syntax, parallel, parallel_syntax).run();
+                   const GraphSyntax& parallel_syntax, LineageScope scope) {
+  LineageChecker(logical, logical_syntax, parallel, parallel_syntax, scope).run();
 }
 
 }  // namespace shardproof::plan_detail

@@ -24,7 +24,8 @@ std::string hex128(XXH128_hash_t h) {
 
 StageIdentity stage_identity(const Stage& stage) {
   std::string bytes = canonical_bytes(stage);
-  return {stage_key(stage), hex128(XXH3_128bits_withSeed(bytes.data(), bytes.size(), kDigestSeed))};
+  return {stage_key(stage), hex128(XXH3_128bits_withSeed(bytes.data(), bytes.size(), kDigestSeed)),
+          verdict_key(stage)};
 }
 
 }  // namespace shardproof

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "engine/canonical.h"
+#include "engine/class_verifier.h"
 #include "engine/outcome_codec.h"
 #include "engine/parallel_for.h"
 #include "engine/plan_parser.h"
@@ -340,7 +341,9 @@ void run_stages(std::vector<Stage>& stages, const VerifyOptions& options,
   run.run(report);
   if (!record) return;
   record->stages.assign(stages.size(), std::nullopt);
+  record->verdict_keys.assign(stages.size(), std::string());
   for (size_t i = 0; i < stages.size(); ++i) {
+    record->verdict_keys[i] = run.identities()[i].verdict;
     StageOutcome& o = run.outcomes()[i];
     if (o.status == StageStatus::Proven || o.status == StageStatus::Refuted)
       record->stages[i] = ReusedStage{std::move(run.identities()[i]), std::move(o)};
@@ -368,10 +371,15 @@ Report verify_recorded(const Plan& plan, const VerifyOptions& options, StageReco
 }  // namespace
 
 Report verify_plan(const Plan& plan, const VerifyOptions& options) {
+  if (plan.compact) return verify_by_classes(plan, options);
   return verify_recorded(plan, options, nullptr);
 }
 
 Report verify_plan(const Plan& plan, const VerifyOptions& options, StageRecord& record) {
+  if (plan.compact) {
+    record = StageRecord{};
+    return verify_by_classes(plan, options);
+  }
   return verify_recorded(plan, options, &record);
 }
 
@@ -420,7 +428,7 @@ Report verify_plan_file(const std::string& path, const VerifyOptions& options) {
   auto start = Clock::now();
   ParseResult parsed;
   try {
-    parsed = parse_plan_file(path);
+    parsed = parse_plan_file(path, options.parse);
   } catch (const std::exception& e) {
     parsed.io_error = std::string("unexpected error while reading the plan: ") + e.what();
   }

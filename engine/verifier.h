@@ -47,6 +47,8 @@ struct VerifyOptions {
   // Stage identities already known by unreduced content, kept across runs
   // (a daemon's); null: a memo of this run only.
   StageIdentityMemo* identity_memo = nullptr;
+  // How verify_plan_file reads a compact plan (expanded, or per class).
+  ParseOptions parse;
 };
 
 // Reads, validates and verifies a plan file. Never throws: I/O problems are
@@ -71,6 +73,7 @@ struct ReusedStage {
 struct StageRecord {
   std::vector<StageUnit> units;
   std::vector<std::optional<ReusedStage>> stages;  // per unit
+  std::vector<std::string> verdict_keys;           // per unit (StageIdentity::verdict)
 };
 
 // verify_plan, keeping the record of the run in `record`.

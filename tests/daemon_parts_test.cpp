@@ -260,7 +260,7 @@ class CountingStore : public StageVerdictStore {
 TEST(InflightStore, ConcurrentLookupsOfOneKeyWaitForTheFirstSolve) {
   CountingStore inner;
   InflightStore store(&inner);
-  StageIdentity id{"k", "d"};
+  StageIdentity id{"k", "d", "v"};
   std::atomic<int> solves{0};
   std::vector<std::string> answers(8);
   std::vector<std::thread> threads;
@@ -285,7 +285,7 @@ TEST(InflightStore, ConcurrentLookupsOfOneKeyWaitForTheFirstSolve) {
 
 TEST(InflightStore, AnUndecidedSolveLetsTheNextCallerTry) {
   InflightStore store(nullptr);
-  StageIdentity id{"k", "d"};
+  StageIdentity id{"k", "d", "v"};
   ASSERT_FALSE(store.lookup(id));
   std::thread waiter([&] {
     std::optional<std::string> got = store.lookup(id);  // waits, then owns the key

@@ -1,0 +1,409 @@
+// The walk of compact_explore.h. Names are matched template to template: a
+// reference and a declaration match when their literal texts are equal and
+// every hole has the same value, which is solved for the one unknown (the
+// micro-batch of the instance named) instead of searched for.
+#include "engine/compact_explore.h"
+
+#include <algorithm>
+#include <optional>
+
+namespace shardproof::compact {
+namespace {
+
+using Kind = OpTemplate::Kind;
+
+std::string literal_key(const Template& t) {
+  std::string k;
+  for (const std::string& l : t.literals) {
+    k += l;
+    k += '\x1f';
+  }
+  return k;
+}
+
+struct Ref {
+  uint32_t program, element, slot;
+};
+
+}  // namespace
+
+Selection::Selection(const CompactGraph& g) {
+  for (const Program& p : g.programs) {
+    tensors.emplace_back(p.tensors.size());
+    produced.emplace_back(p.tensors.size());
+    ops.emplace_back(p.ops.size());
+  }
+}
+
+size_t Selection::op_count() const {
+  size_t n = 0;
+  for (const auto& p : ops)
+    for (const auto& s : p) n += s.size();
+  return n;
+}
+
+struct Explorer::Impl {
+  const CompactGraph& g;
+  const Mesh& m;
+  std::unordered_map<std::string, std::vector<Ref>> decls;      // tensor templates by name
+  std::unordered_map<std::string, std::vector<Ref>> producers;  // op outputs by name
+  std::unordered_map<std::string, std::vector<Ref>> claims;     // claims by logical name
+
+  // The walk in progress.
+  Selection* sel = nullptr;
+  uint64_t hash = 0;
+  int64_t count = 0;
+  std::unordered_set<uint64_t> seen_tensors, seen_ops;
+
+  explicit Impl(const CompactGraph& graph) : g(graph), m(graph.mesh) {
+    for (uint32_t p = 0; p < g.programs.size(); ++p) {
+      const Program& prog = g.programs[p];
+      for (uint32_t t = 0; t < prog.tensors.size(); ++t) {
+        const TensorTemplate& tt = prog.tensors[t];
+        decls[literal_key(tt.name)].push_back({p, t, 0});
+        if (tt.of && !tt.input) claims[literal_key(tt.of->tensor)].push_back({p, t, 0});
+      }
+      for (uint32_t o = 0; o < prog.ops.size(); ++o)
+        for (uint32_t s = 0; s < prog.ops[o].out.size(); ++s)
+          producers[literal_key(prog.ops[o].out[s])].push_back({p, o, s});
+    }
+  }
+
+  // ---- recording ----------------------------------------------------------
+  void mix(uint64_t v) {
+    hash ^= v + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
+    hash *= 0xff51afd7ed558ccdull;
+    ++count;
+  }
+  // The sign of an affine quantity of the anchor, recorded.
+  int sign(int64_t v) {
+    int s = (v > 0) - (v < 0);
+    mix(static_cast<uint64_t>(s + 2));
+    return s;
+  }
+  bool zero(int64_t v) { return sign(v) == 0; }
+  bool nonneg(int64_t v) { return sign(v) >= 0; }
+  void value(int64_t v) { mix(static_cast<uint64_t>(v) ^ 0xa5a5a5a5a5a5a5a5ull); }
+
+  bool holds(const Condition& cond, const Coord& c) {
+    for (const Comparison& k : cond.all) {
+      int s = sign(k.diff.eval(c));
+      bool ok = false;
+      switch (k.op) {
+        case Comparison::Op::Eq:
+          ok = s == 0;
+          break;
+        case Comparison::Op::Lt:
+          ok = s < 0;
+          break;
+        case Comparison::Op::Le:
+          ok = s <= 0;
+          break;
+        case Comparison::Op::Gt:
+          ok = s > 0;
+          break;
+        case Comparison::Op::Ge:
+          ok = s >= 0;
+          break;
+      }
+      if (!ok) return false;
+    }
+    return true;
+  }
+  bool in_mesh(const Coord& c, bool per_mb) {
+    for (int axis : m.axes)
+      if (!nonneg(c[axis]) || !nonneg(m.size(axis) - 1 - c[axis])) return false;
+    if (per_mb && (!nonneg(c[kMbAxis]) || !nonneg(m.mb - 1 - c[kMbAxis]))) return false;
+    return true;
+  }
+
+  // ---- keys ---------------------------------------------------------------
+  int64_t pack(const Coord& c) const { return m.rank(c) * m.mb + c[kMbAxis]; }
+  static uint64_t seen_key(uint32_t p, uint32_t e, int64_t packed) {
+    return (static_cast<uint64_t>(p) << 52) ^ (static_cast<uint64_t>(e) << 32) ^
+           static_cast<uint64_t>(packed) * 0x9e3779b97f4a7c15ull;
+  }
+  std::string where(const Coord& c, bool per_mb) const { return m.describe(c, per_mb); }
+
+  // ---- matching a name to a template --------------------------------------
+  // The coordinate at which `target` (its device part fixed by `dev`) gives
+  // the hole values `v`, or nothing. The micro-batch is solved from a hole
+  // with coefficient +-1 on mb, or from an equality of the domain.
+  std::optional<Coord> solve(const Template& target, bool per_mb, const Condition& on,
+                             const Condition& when, const std::vector<int64_t>& v, Coord dev,
+                             const std::string& what) {
+    dev[kMbAxis] = 0;
+    if (per_mb) {
+      bool solved = false;
+      for (size_t i = 0; i < target.exprs.size() && !solved; ++i) {
+        int64_t k = target.exprs[i].coef[kMbAxis];
+        if (k == 1 || k == -1) {
+          dev[kMbAxis] = (v[i] - target.exprs[i].eval(dev)) * k;
+          solved = true;
+        }
+      }
+      for (const Condition* cond : {&on, &when})
+        for (const Comparison& cmp : cond->all) {
+          int64_t k = cmp.diff.coef[kMbAxis];
+          if (solved || cmp.op != Comparison::Op::Eq || (k != 1 && k != -1)) continue;
+          dev[kMbAxis] = -cmp.diff.eval(dev) * k;
+          solved = true;
+        }
+      if (!solved)
+        throw ExploreError{what +
+                           ": a per-micro-batch name the class verifier cannot solve for mb (it "
+                           "needs a hole mb + c, or an equality on mb)"};
+    }
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!zero(v[i] - target.exprs[i].eval(dev))) return std::nullopt;
+    if (!in_mesh(dev, per_mb) || !holds(on, dev) || !holds(when, dev)) return std::nullopt;
+    return dev;
+  }
+
+  static std::vector<int64_t> holes(const Template& t, const Coord& c) {
+    std::vector<int64_t> v;
+    v.reserve(t.exprs.size());
+    for (const Affine& a : t.exprs) v.push_back(a.eval(c));
+    return v;
+  }
+
+  // The tensor instance that `ref`, evaluated at `at`, names on the device
+  // `dev`.
+  std::pair<Ref, Coord> declaration(const Template& ref, const Coord& at, const Coord& dev) {
+    const std::string name = ref.eval(at);
+    auto it = decls.find(literal_key(ref));
+    const std::vector<int64_t> v = holes(ref, at);
+    std::optional<std::pair<Ref, Coord>> found;
+    if (it != decls.end())
+      for (const Ref& r : it->second) {
+        const Program& p = g.programs[r.program];
+        const TensorTemplate& t = p.tensors[r.element];
+        if (std::optional<Coord> c = solve(t.name, t.per_mb, p.on, t.when, v, dev, name)) {
+          if (found)
+            throw ExploreError{"tensor \"" + name + "\" (at " + where(*c, t.per_mb) +
+                               ") is declared by two templates"};
+          found = std::make_pair(r, *c);
+        }
+      }
+    if (!found)
+      throw ExploreError{"tensor \"" + name + "\" on device (" + where(dev, false) +
+                         ") matches no tensor template the class verifier can relate to it "
+                         "(undeclared, or declared with a different literal text)"};
+    return *found;
+  }
+
+  // The op instance (template, instance coordinate) that writes tensor
+  // instance (r, c), if any.
+  std::optional<std::pair<Ref, Coord>> producer(const Ref& r, const Coord& c) {
+    const TensorTemplate& t = g.programs[r.program].tensors[r.element];
+    auto it = producers.find(literal_key(t.name));
+    if (it == producers.end()) return std::nullopt;
+    const std::vector<int64_t> v = holes(t.name, c);
+    std::optional<std::pair<Ref, Coord>> found;
+    for (const Ref& o : it->second) {
+      const Program& p = g.programs[o.program];
+      const OpTemplate& op = p.ops[o.element];
+      const std::string name = t.name.eval(c);
+      std::optional<Coord> at;
+      if (op.kind == Kind::Send) {
+        // A send's out is named at the receiver: solve there, then step back.
+        static const Condition always;
+        at = solve(op.out[o.slot], op.per_mb, always, always, v, c, name);
+        if (at) {
+          for (int axis : m.axes) (*at)[axis] -= op.to[axis];
+          if (!in_mesh(*at, op.per_mb) || !holds(p.on, *at) || !holds(op.when, *at)) at.reset();
+        }
+      } else {
+        at = solve(op.out[o.slot], op.per_mb, p.on, op.when, v, c, name);
+      }
+      if (at) {
+        if (found) throw ExploreError{"tensor \"" + name + "\" is written by two op templates"};
+        found = std::make_pair(o, *at);
+      }
+    }
+    return found;
+  }
+
+  // ---- the walk -----------------------------------------------------------
+  void record_claim(const TensorTemplate& t, const Coord& c) {
+    if (!t.of) return;
+    for (const Affine& a : t.of->tensor.exprs) value(a.eval(c));
+  }
+
+  // Visits a tensor instance; walks to its producer unless it is claimed
+  // (a stage input) and not a `seed` (a member of the claim group walked).
+  void tensor(const Ref& r, const Coord& c, bool seed) {
+    const TensorTemplate& t = g.programs[r.program].tensors[r.element];
+    const int64_t key = pack(c);
+    sel->tensors[r.program][r.element].insert(key);
+    record_claim(t, c);
+    if (t.input || (t.of && !seed)) return;
+    if (!seen_tensors.insert(seen_key(r.program, r.element, key)).second) return;
+    std::optional<std::pair<Ref, Coord>> p = producer(r, c);
+    if (!p)
+      throw ExploreError{"tensor \"" + t.name.eval(c) + "\" has no lineage and no op writes it"};
+    op(p->first, p->second);
+  }
+
+  Coord member(const OpTemplate& op, Coord c, int64_t j) const {
+    for (size_t i = op.group.size(); i-- > 0;) {
+      int64_t size = m.size(op.group[i]);
+      c[op.group[i]] = j % size;
+      j /= size;
+    }
+    return c;
+  }
+
+  void op(const Ref& r, const Coord& at) {
+    const OpTemplate& o = g.programs[r.program].ops[r.element];
+    Coord lead = at;
+    for (int axis : o.group) lead[axis] = 0;
+    if (!o.per_mb) lead[kMbAxis] = 0;
+    const int64_t key = pack(lead);
+    if (!seen_ops.insert(seen_key(r.program, r.element, key)).second) return;
+    sel->ops[r.program][r.element].insert(key);
+    for (const AttrTemplate& a : o.attrs)
+      if (a.expr) value(a.expr->eval(at));
+    std::vector<Coord> members;
+    int64_t n = 1;
+    for (int axis : o.group) n *= m.size(axis);
+    for (int64_t j = 0; j < n; ++j)
+      members.push_back(o.kind == Kind::Collective ? member(o, lead, j) : at);
+    for (const Coord& mc : members) {
+      Coord dst = mc;
+      if (o.kind == Kind::Send)
+        for (int axis : m.axes) dst[axis] += o.to[axis];
+      for (const Template& out : o.out) {
+        auto [tr, tc] = declaration(out, dst, dst);
+        sel->tensors[tr.program][tr.element].insert(pack(tc));
+        sel->produced[tr.program][tr.element].insert(pack(tc));
+        record_claim(g.programs[tr.program].tensors[tr.element], tc);
+      }
+      for (const Template& in : o.in) {
+        auto [tr, tc] = declaration(in, mc, mc);
+        tensor(tr, tc, false);
+      }
+    }
+  }
+
+  // ---- claim groups -------------------------------------------------------
+  // Every instance of a claim template that claims what `seed` claims at `c`.
+  struct Equation {
+    Affine lhs;
+    int64_t rhs;
+  };
+
+  void search(const Ref& u, const std::vector<Equation>& eqs, const std::vector<int>& axes,
+              size_t depth, Coord c, std::vector<std::pair<Ref, Coord>>& out) {
+    // Prune: each equation must be reachable over the axes not yet fixed.
+    for (const Equation& e : eqs) {
+      int64_t lo = e.lhs.constant, hi = e.lhs.constant;
+      for (int a = 0; a < kAxisCount; ++a) {
+        int64_t k = e.lhs.coef[a];
+        if (k == 0) continue;
+        bool fixed =
+            std::find(axes.begin() + static_cast<long>(depth), axes.end(), a) == axes.end();
+        int64_t top = a == kMbAxis ? m.mb - 1 : m.size(a) - 1;
+        if (fixed) {
+          lo += k * c[a];
+          hi += k * c[a];
+        } else {
+          lo += std::min<int64_t>(0, k * top);
+          hi += std::max<int64_t>(0, k * top);
+        }
+      }
+      if (sign(e.rhs - lo) < 0 || sign(hi - e.rhs) < 0) return;
+    }
+    if (depth == axes.size()) {
+      const Program& p = g.programs[u.program];
+      const TensorTemplate& t = p.tensors[u.element];
+      if (holds(p.on, c) && holds(t.when, c)) out.emplace_back(u, c);
+      return;
+    }
+    const int a = axes[depth];
+    const int64_t size = a == kMbAxis ? m.mb : m.size(a);
+    for (int64_t x = 0; x < size; ++x) {
+      c[a] = x;
+      search(u, eqs, axes, depth + 1, c, out);
+    }
+  }
+
+  std::vector<std::pair<Ref, Coord>> group(const Ref& seed, const Coord& c) {
+    const TensorTemplate& s = g.programs[seed.program].tensors[seed.element];
+    const Lineage& lin = *s.of;
+    std::vector<std::pair<Ref, Coord>> members;
+    for (const Ref& u : claims[literal_key(lin.tensor)]) {
+      const TensorTemplate& t = g.programs[u.program].tensors[u.element];
+      const Lineage& ul = *t.of;
+      if (ul.has_part != lin.has_part) continue;
+      if (ul.has_slice != lin.has_slice || ul.slice.size() != lin.slice.size())
+        throw ExploreError{
+            "claims of one logical tensor written with and without a slice (or with "
+            "different ranks); the class verifier needs one form"};
+      std::vector<Equation> eqs;
+      for (size_t i = 0; i < ul.tensor.exprs.size(); ++i)
+        eqs.push_back({ul.tensor.exprs[i], lin.tensor.exprs[i].eval(c)});
+      for (size_t d = 0; d < ul.slice.size(); ++d) {
+        eqs.push_back({ul.slice[d].first, lin.slice[d].first.eval(c)});
+        eqs.push_back({ul.slice[d].second, lin.slice[d].second.eval(c)});
+      }
+      if (ul.has_part) eqs.push_back({ul.part_n, lin.part_n.eval(c)});
+      std::vector<int> axes(m.axes.begin(), m.axes.end());
+      if (t.per_mb) axes.push_back(kMbAxis);
+      search(u, eqs, axes, 0, Coord{}, members);
+    }
+    return members;
+  }
+
+  AnchorRecord explore(const Coord& anchor, Selection& selection) {
+    sel = &selection;
+    hash = 0;
+    count = 0;
+    seen_tensors.clear();
+    seen_ops.clear();
+    AnchorRecord rec;
+    for (uint32_t p = 0; p < g.programs.size(); ++p) {
+      const Program& prog = g.programs[p];
+      for (uint32_t e = 0; e < prog.tensors.size(); ++e) {
+        const TensorTemplate& t = prog.tensors[e];
+        if (!t.of || t.input) continue;
+        Coord c = anchor;
+        if (!t.per_mb) c[kMbAxis] = 0;
+        if (!holds(prog.on, c) || !holds(t.when, c)) continue;
+        rec.seeds.push_back({p, e, c});
+        const Ref self{p, e, 0};
+        std::vector<std::pair<Ref, Coord>> members = group(self, c);
+        bool has_self = false;
+        for (const auto& [r, mc] : members)
+          has_self |= r.program == p && r.element == e && pack(mc) == pack(c);
+        if (!has_self)
+          throw ExploreError{"internal: the claim group of \"" + t.name.eval(c) +
+                             "\" does not hold it"};
+        value(static_cast<int64_t>(members.size()));
+        for (const auto& [r, mc] : members) tensor(r, mc, true);
+      }
+    }
+    rec.decisions = hash;
+    rec.decision_count = count;
+    return rec;
+  }
+};
+
+Explorer::Explorer(const CompactGraph& g) : impl_(new Impl(g)) {}
+Explorer::~Explorer() {
+  delete impl_;
+}
+AnchorRecord Explorer::explore(const Coord& anchor, Selection& selection) {
+  return impl_->explore(anchor, selection);
+}
+int64_t Explorer::pack(const Coord& c) const {
+  return impl_->pack(c);
+}
+Coord Explorer::unpack(int64_t key) const {
+  const Mesh& m = impl_->m;
+  Coord c = m.coord(key / m.mb);
+  c[kMbAxis] = key % m.mb;
+  return c;
+}
+
+}  // namespace shardproof::compact

@@ -1,0 +1,78 @@
+// The class verifier (engine/class_verifier.h): a compact plan verified per
+// coordinate class gives the verdict its expansion gives, bugs included, and
+// names the mesh coordinates where a bug shows.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "engine/plan_parser.h"
+#include "engine/verifier.h"
+#include "planner/planner.h"
+#include "tests/planner_support.h"
+#include "tests/test_support.h"
+
+namespace shardproof {
+namespace {
+
+planner::PlanConfig mlp(int layers, int dp, int tp, int pp, int mb, const std::string& opt,
+                        const std::string& bug = "") {
+  planner::PlanConfig c = testing::mlp_config(layers, dp, tp, pp, mb, opt, bug);
+  c.batch = 4 * dp * mb;
+  c.compact = true;
+  return c;
+}
+
+Report verify(const nlohmann::json& plan, ParseOptions::Compact mode) {
+  ParseResult r = parse_plan_text(plan.dump(1), "plan.json", "", ParseOptions{mode});
+  if (!r.plan) {
+    Report bad;
+    bad.verdict = Verdict::Invalid;
+    bad.invalid = r.error;
+    return bad;
+  }
+  EXPECT_EQ(mode == ParseOptions::Compact::Classes, r.plan->compact != nullptr);
+  VerifyOptions options;
+  options.jobs = 2;
+  return verify_plan(*r.plan, options);
+}
+
+Report by_classes(const nlohmann::json& plan) {
+  return verify(plan, ParseOptions::Compact::Classes);
+}
+Report expanded(const nlohmann::json& plan) {
+  return verify(plan, ParseOptions::Compact::Expand);
+}
+
+TEST(ClassVerifier, TheExampleIsEquivalent) {
+  std::ifstream in(std::string(SHARDPROOF_SOURCE_DIR) + "/examples/compact-dp2-tp2-mb2.json");
+  nlohmann::json plan = nlohmann::json::parse(in);
+  Report r = by_classes(plan);
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+}
+
+// Same verdict as the expansion over a matrix of meshes, with sizes large
+// enough (5 and more) that classes have interiors.
+TEST(ClassVerifier, SameVerdictAsTheExpansion) {
+  for (auto [dp, tp, pp, mb] : std::vector<std::array<int, 4>>{
+           {1, 1, 1, 1}, {2, 2, 2, 2}, {5, 2, 1, 6}, {6, 4, 2, 5}, {3, 1, 4, 7}}) {
+    planner::PlanConfig c = mlp(4, dp, tp, pp, mb, (dp + mb) % 2 ? "adam" : "sgd");
+    nlohmann::json plan = planner::generate_plan("mlp", c);
+    Report a = expanded(plan), b = by_classes(plan);
+    EXPECT_EQ(a.verdict, Verdict::Equivalent) << testing::explain(a);
+    EXPECT_EQ(b.verdict, Verdict::Equivalent) << dp << " " << tp << " " << pp << " " << mb << "\n"
+                                              << testing::explain(b);
+  }
+}
+
+// Every mlp catalogue bug is found per class too, never called equivalent.
+TEST(ClassVerifier, EveryMlpBugIsFound) {
+  for (const planner::BugInfo& bug : planner::list_bugs("mlp")) {
+    nlohmann::json plan = planner::generate_plan("mlp", mlp(4, 5, 2, 2, 6, "sgd", bug.name));
+    Report a = expanded(plan), b = by_classes(plan);
+    EXPECT_EQ(a.verdict, b.verdict) << bug.name << "\n" << testing::explain(b);
+    EXPECT_NE(b.verdict, Verdict::Equivalent) << bug.name;
+  }
+}
+
+}  // namespace
+}  // namespace shardproof
