@@ -101,7 +101,7 @@ std::optional<Report> stored_plan_report(VerdictCache& cache, const PlanIdentity
 Report verify_text(const std::string& path, const std::string& text, const VerifyOptions& options,
                    const std::string& base_dir) {
   auto start = Clock::now();
-  ParseResult parsed = parse_plan_text(text, path, base_dir);
+  ParseResult parsed = parse_plan_text(text, path, base_dir, options.parse);
   if (!parsed.plan) return unreadable_plan_report(path, parsed);
   const double parse = std::chrono::duration<double>(Clock::now() - start).count();
   Report report = verify_plan(*parsed.plan, options);

@@ -28,6 +28,7 @@ struct VerifyArgs {
   bool quiet = false;      // no progress line even on a terminal
   bool no_daemon = false;  // in process, same cache
   bool no_cache = false;   // in process, no cache
+  bool classes = false;    // compact plans per coordinate class, even when small
 };
 CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args);
 int run_verify(const VerifyArgs& args);

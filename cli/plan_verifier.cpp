@@ -70,7 +70,7 @@ void warn(const std::string& message) {
 PlanVerifier::PlanVerifier(const VerifyArgs& args) : args_(args) {
   if (args.no_cache) {
     backend_ = std::make_unique<InProcessBackend>(nullptr);
-  } else if (args.no_daemon) {
+  } else if (args.no_daemon || args.classes) {  // the daemon's protocol has no --classes
     backend_ = in_process();
   } else {
     std::vector<std::string> run_args;

@@ -129,6 +129,9 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
                 "Verify in this process (same engine, same cache) instead of through the daemon");
   cmd->add_flag("--no-cache", args.no_cache,
                 "Verify in this process without reading or writing the cache");
+  cmd->add_flag("--classes", args.classes,
+                "Verify a compact (1.1) plan per coordinate class even when it is small enough "
+                "to expand (larger ones always are); runs in this process");
   return cmd;
 }
 
@@ -137,6 +140,7 @@ int run_verify(const VerifyArgs& args) {
   options.jobs = args.jobs;
   options.rlimit = args.rlimit;
   options.timeout_ms = args.timeout_ms;
+  if (args.classes) options.parse.compact = ParseOptions::Compact::Classes;
 
   // Progress is for people: never written into a pipe or a CI log.
   ProgressLine progress(!args.quiet && isatty(STDERR_FILENO));

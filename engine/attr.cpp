@@ -8,7 +8,9 @@ Attr Attr::of_number(const Rational& r) {
   a.number = r;
   return a;
 }
-Attr Attr::of_int(int64_t v) { return of_number(Rational(std::to_string(v))); }
+Attr Attr::of_int(int64_t v) {
+  return of_number(Rational(std::to_string(v)));
+}
 Attr Attr::of_bool(bool b) {
   Attr a;
   a.kind = Kind::Bool;
@@ -48,9 +50,12 @@ std::vector<int64_t> Attr::as_int_list() const {
 
 std::string Attr::describe() const {
   switch (kind) {
-    case Kind::Number: return rational_to_string(number);
-    case Kind::Bool: return boolean ? "true" : "false";
-    case Kind::String: return "\"" + text + "\"";
+    case Kind::Number:
+      return rational_to_string(number);
+    case Kind::Bool:
+      return boolean ? "true" : "false";
+    case Kind::String:
+      return "\"" + text + "\"";
     case Kind::List: {
       std::string s = "[";
       for (size_t i = 0; i < list.size(); ++i) s += (i ? "," : "") + list[i].describe();

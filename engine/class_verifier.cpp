@@ -1,6 +1,8 @@
 #include "engine/class_verifier.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -121,6 +123,18 @@ class ClassRun {
         continue;
       }
       Report sub = verify_selection();
+      if (std::getenv("SHARDPROOF_DEBUG_CLASSES")) {
+        size_t tensors = 0;
+        for (const auto& p : selection_.tensors)
+          for (const auto& e : p) tensors += e.size();
+        std::fprintf(stderr,
+                     "round %d: %zu anchors, %zu ops, %zu tensors, %zu stages, explore %.2f s\n",
+                     round, records_.size(), selection_.op_count(), tensors, record_.units.size(),
+                     explore_seconds_);
+        std::map<std::string, int> titles;
+        for (const StageUnit& u : record_.units) titles[sub_.logical.tensors[u.logical].name]++;
+        for (const auto& [t, n] : titles) std::fprintf(stderr, "  %s %d\n", t.c_str(), n);
+      }
       if (sub.verdict == Verdict::Invalid || sub.verdict == Verdict::InternalError) return sub;
       split = disagreeing_boxes([&](const Coord& c) { return stage_keys(c); });
       if (!split.empty()) {

@@ -293,38 +293,48 @@ struct Explorer::Impl {
     int64_t rhs;
   };
 
-  void search(const Ref& u, const std::vector<Equation>& eqs, const std::vector<int>& axes,
-              size_t depth, Coord c, std::vector<std::pair<Ref, Coord>>& out) {
-    // Prune: each equation must be reachable over the axes not yet fixed.
+  // Axes an equation mentions are enumerated *relative to the seed* (delta
+  // from -(n-1) to n-1), others by absolute value, and equations are tested
+  // before ranges: then every recorded sign is a fixed affine function of
+  // the anchor (a constant, mostly), not a comparison of the anchor with an
+  // enumerated number, which would differ between the corners of a class.
+  struct Axis {
+    int axis;
+    bool relative;
+    int64_t size;
+  };
+
+  void search(const Ref& u, const std::vector<Equation>& eqs, const std::vector<Axis>& axes,
+              size_t depth, const Coord& seed, Coord c, std::vector<std::pair<Ref, Coord>>& out) {
     for (const Equation& e : eqs) {
       int64_t lo = e.lhs.constant, hi = e.lhs.constant;
-      for (int a = 0; a < kAxisCount; ++a) {
-        int64_t k = e.lhs.coef[a];
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const int a = axes[i].axis;
+        const int64_t k = e.lhs.coef[a];
         if (k == 0) continue;
-        bool fixed =
-            std::find(axes.begin() + static_cast<long>(depth), axes.end(), a) == axes.end();
-        int64_t top = a == kMbAxis ? m.mb - 1 : m.size(a) - 1;
-        if (fixed) {
+        if (i < depth) {
           lo += k * c[a];
           hi += k * c[a];
-        } else {
-          lo += std::min<int64_t>(0, k * top);
-          hi += std::max<int64_t>(0, k * top);
+        } else {  // relative: seed +- (n-1)
+          const int64_t span = k * (axes[i].size - 1);
+          lo += k * seed[a] - (span < 0 ? -span : span);
+          hi += k * seed[a] + (span < 0 ? -span : span);
         }
       }
       if (sign(e.rhs - lo) < 0 || sign(hi - e.rhs) < 0) return;
     }
     if (depth == axes.size()) {
+      for (const Axis& x : axes)
+        if (x.relative && (!nonneg(c[x.axis]) || !nonneg(x.size - 1 - c[x.axis]))) return;
       const Program& p = g.programs[u.program];
       const TensorTemplate& t = p.tensors[u.element];
       if (holds(p.on, c) && holds(t.when, c)) out.emplace_back(u, c);
       return;
     }
-    const int a = axes[depth];
-    const int64_t size = a == kMbAxis ? m.mb : m.size(a);
-    for (int64_t x = 0; x < size; ++x) {
-      c[a] = x;
-      search(u, eqs, axes, depth + 1, c, out);
+    const Axis& x = axes[depth];
+    for (int64_t v = x.relative ? 1 - x.size : 0; v < x.size; ++v) {
+      c[x.axis] = x.relative ? seed[x.axis] + v : v;
+      search(u, eqs, axes, depth + 1, seed, c, out);
     }
   }
 
@@ -348,9 +358,17 @@ struct Explorer::Impl {
         eqs.push_back({ul.slice[d].second, lin.slice[d].second.eval(c)});
       }
       if (ul.has_part) eqs.push_back({ul.part_n, lin.part_n.eval(c)});
-      std::vector<int> axes(m.axes.begin(), m.axes.end());
-      if (t.per_mb) axes.push_back(kMbAxis);
-      search(u, eqs, axes, 0, Coord{}, members);
+      std::vector<int> all(m.axes.begin(), m.axes.end());
+      if (t.per_mb) all.push_back(kMbAxis);
+      std::vector<Axis> axes;
+      for (int a : all) {
+        bool mentioned = false;
+        for (const Equation& e : eqs) mentioned |= e.lhs.coef[a] != 0;
+        axes.push_back({a, mentioned, a == kMbAxis ? m.mb : m.size(a)});
+      }
+      // Relative axes first: the equations prune them before the others multiply.
+      std::stable_partition(axes.begin(), axes.end(), [](const Axis& x) { return x.relative; });
+      search(u, eqs, axes, 0, c, Coord{}, members);
     }
     return members;
   }

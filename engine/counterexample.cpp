@@ -28,8 +28,8 @@ std::vector<int64_t> full_index(const Stage& stage, int64_t element) {
   std::vector<int64_t> local = unflatten(extent, element);
   std::vector<int64_t> full;
   for (size_t d = 0; d < local.size(); ++d)
-    full.push_back(stage.full_index(stage.target, static_cast<int>(d),
-                                    local[d] + stage.slice[d].first));
+    full.push_back(
+        stage.full_index(stage.target, static_cast<int>(d), local[d] + stage.slice[d].first));
   return full;
 }
 

@@ -63,10 +63,10 @@ Box broadcast_in(const Shape& in, const Shape& out, const Box& r) {
 
 bool elementwise(const std::string& op) {
   static const std::set<std::string> names = {
-      "add",  "sub",     "mul",  "div",     "maximum", "minimum", "neg",     "exp",
-      "log",  "sqrt",    "rsqrt", "tanh",   "sigmoid", "relu",    "gelu",    "silu",
-      "erf",  "square",  "reciprocal", "scale", "pow", "map",     "where",   "eq",
-      "lt",   "le",      "gt",   "ge",      "cast",    "expand",  "sgd",     "adam"};
+      "add", "sub",    "mul",        "div",   "maximum", "minimum", "neg",   "exp",
+      "log", "sqrt",   "rsqrt",      "tanh",  "sigmoid", "relu",    "gelu",  "silu",
+      "erf", "square", "reciprocal", "scale", "pow",     "map",     "where", "eq",
+      "lt",  "le",     "gt",         "ge",    "cast",    "expand",  "sgd",   "adam"};
   return names.count(op) > 0;
 }
 

@@ -5,37 +5,50 @@ namespace shardproof {
 DClass dclass_of(DType t) {
   switch (t) {
     case DType::I32:
-    case DType::I64: return DClass::Int;
-    case DType::Bool: return DClass::Bool;
-    default: return DClass::Real;
+    case DType::I64:
+      return DClass::Int;
+    case DType::Bool:
+      return DClass::Bool;
+    default:
+      return DClass::Real;
   }
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::F64: return "f64";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    case DType::Bool: return "bool";
+    case DType::F32:
+      return "f32";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
+    case DType::F64:
+      return "f64";
+    case DType::I32:
+      return "i32";
+    case DType::I64:
+      return "i64";
+    case DType::Bool:
+      return "bool";
   }
   return "?";
 }
 
 std::optional<DType> parse_dtype(const std::string& name) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32, DType::I64,
-                  DType::Bool})
+  for (DType t :
+       {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32, DType::I64, DType::Bool})
     if (name == dtype_name(t)) return t;
   return std::nullopt;
 }
 
 const char* dclass_name(DClass c) {
   switch (c) {
-    case DClass::Real: return "real";
-    case DClass::Int: return "integer";
-    case DClass::Bool: return "boolean";
+    case DClass::Real:
+      return "real";
+    case DClass::Int:
+      return "integer";
+    case DClass::Bool:
+      return "boolean";
   }
   return "?";
 }

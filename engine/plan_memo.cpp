@@ -29,7 +29,7 @@ Report verify_text_with_memo(const std::string& path, std::string text,
     }
   }
   memo.clear();
-  ParseResult parsed = parse_plan_text(text, path, "");
+  ParseResult parsed = parse_plan_text(text, path, "", options.parse);
   if (!parsed.plan) return unreadable_plan_report(path, parsed);
   const double parse = seconds_since(start);
   Report report = verify_plan(*parsed.plan, options, memo.stages);

@@ -56,8 +56,11 @@ Layout::Layout(const PlanConfig& config)
   if (pp > L) reject("pp (" + str(pp) + ") must be <= layers (" + str(L) + "): a stage per layer");
   if (c.optimizer != "sgd" && c.optimizer != "adam")
     reject("optimizer must be 'sgd' or 'adam' (got '" + c.optimizer + "')");
-  // World sizes beyond this are not a training-step plan anyone verifies.
-  if (int64_t(dp) * tp * pp > 4096) reject("dp * tp * pp must be <= 4096");
+  // Written rank by rank, larger worlds make files no one can read; the
+  // compact form does not grow with them (up to the format's 2^20 devices).
+  if (!c.compact && int64_t(dp) * tp * pp > 4096)
+    reject("dp * tp * pp must be <= 4096 (or use --compact, up to 2^20)");
+  if (int64_t(dp) * tp * pp > (int64_t{1} << 20)) reject("dp * tp * pp must be <= 2^20");
 }
 
 LayerKind Layout::kind(int layer) const {

@@ -74,5 +74,37 @@ TEST(ClassVerifier, EveryMlpBugIsFound) {
   }
 }
 
+// A bug at one interior coordinate (dp=3, mb=2 of dp6 mb5), nowhere near a
+// class corner: the condition that limits it makes its own classes, so it
+// is found, and the finding names the coordinates where it shows.
+TEST(ClassVerifier, ABugAtOneInteriorCoordinateIsFoundThere) {
+  nlohmann::json plan = planner::generate_plan("mlp", mlp(4, 6, 2, 2, 5, "sgd"));
+  nlohmann::json& ops = plan["parallel"]["programs"][0]["ops"];
+  size_t at = ops.size();
+  for (size_t i = 0; i < ops.size() && at == ops.size(); ++i)
+    if (ops[i]["op"] == "all_reduce" && ops[i]["group"] == nlohmann::json::array({"tp"})) at = i;
+  ASSERT_LT(at, ops.size());
+  nlohmann::json correct = ops[at], wrong = ops[at];
+  ops.erase(ops.begin() + static_cast<long>(at));
+  for (const char* outside : {"dp < 3", "dp > 3", "dp == 3 && mb < 2", "dp == 3 && mb > 2"}) {
+    nlohmann::json piece = correct;
+    piece["when"] = outside;
+    ops.push_back(piece);
+  }
+  wrong["when"] = "dp == 3 && mb == 2";
+  wrong["attrs"]["reduce"] = "mean";
+  ops.push_back(wrong);
+  Report a = expanded(plan), b = by_classes(plan);
+  EXPECT_EQ(a.verdict, Verdict::NotEquivalent) << testing::explain(a);
+  ASSERT_EQ(b.verdict, Verdict::NotEquivalent) << testing::explain(b);
+  ASSERT_FALSE(b.findings.empty());
+  EXPECT_NE(b.findings[0].message.find("dp=3"), std::string::npos) << b.findings[0].message;
+  EXPECT_NE(b.findings[0].message.find("mb=2"), std::string::npos) << b.findings[0].message;
+  // Without the bug the same split plan is equivalent: the split alone is
+  // not what is found.
+  ops.back()["attrs"]["reduce"] = "sum";
+  EXPECT_EQ(by_classes(plan).verdict, Verdict::Equivalent);
+}
+
 }  // namespace
 }  // namespace shardproof
