@@ -104,8 +104,8 @@ class Expander {
            "the expansion has more than " + std::to_string(kMaxInstances) + " " + what +
                " instances (mesh of " + std::to_string(m_.world) + " devices, " +
                std::to_string(m_.mb) +
-               " micro-batches); plans this large need the verifier that works per program and "
-               "coordinate class without expanding, which is not built yet");
+               " micro-batches); plans this large are verified per coordinate class, without "
+               "expanding them (the default of shardproof verify)");
   }
 
   void count() {
