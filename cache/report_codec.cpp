@@ -35,6 +35,7 @@ Stats stats_from_json(const json& j) {
   s.proven_trivially = j.at("proven_trivially").get<int64_t>();
   s.logical_ops = j.at("logical_ops").get<int64_t>();
   s.parallel_ops = j.at("parallel_ops").get<int64_t>();
+  s.class_anchors = j.value("class_anchors", int64_t{0});
   s.seconds = j.at("seconds").get<double>();
   if (const auto p = j.find("phases"); p != j.end() && p->is_object()) {
     s.phases.parse = p->value("parse", 0.0);

@@ -142,6 +142,8 @@ class ClassRun {
         continue;
       }
       localise(sub);
+      sub.stats.class_anchors = static_cast<int64_t>(records_.size());
+      sub.stats.parallel_ops = op_instance_count(g_);
       sub.stats.phases.cut += explore_seconds_;
       return sub;
     }

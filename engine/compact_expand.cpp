@@ -371,4 +371,72 @@ bool exceeds_expansion_limit(const CompactGraph& g) {
   return false;
 }
 
+namespace {
+
+// Instances of `cond` over `axes`: single-axis comparisons are counted per
+// axis, the axes of multi-axis comparisons enumerated together.
+int64_t count_satisfying(const Mesh& m, const Condition& cond, const std::vector<int>& axes) {
+  AxisMask joint = 0;
+  for (const Comparison& k : cond.all)
+    if (__builtin_popcount(k.diff.mask()) > 1) joint |= k.diff.mask();
+  int64_t total = 1;
+  std::vector<int> enumerated;
+  for (int a : axes) {
+    const int64_t size = a == kMbAxis ? m.mb : m.size(a);
+    if (joint & (1u << a)) {
+      enumerated.push_back(a);
+      continue;
+    }
+    int64_t n = 0;
+    Coord c{};
+    for (int64_t x = 0; x < size; ++x) {
+      c[a] = x;
+      bool ok = true;
+      for (const Comparison& k : cond.all)
+        if (k.diff.mask() == (1u << a) && !k.holds(c)) ok = false;
+      n += ok;
+    }
+    total *= n;
+  }
+  if (enumerated.empty()) {
+    for (const Comparison& k : cond.all)  // constant comparisons
+      if (k.diff.mask() == 0 && !k.holds(Coord{})) return 0;
+    return total;
+  }
+  int64_t n = 0;
+  Coord c{};
+  for (;;) {
+    bool ok = true;
+    for (const Comparison& k : cond.all)
+      if ((k.diff.mask() & ~joint) == 0 && !k.holds(c)) ok = false;
+    n += ok;
+    size_t i = 0;
+    for (; i < enumerated.size(); ++i) {
+      const int a = enumerated[i];
+      if (++c[a] < (a == kMbAxis ? m.mb : m.size(a))) break;
+      c[a] = 0;
+    }
+    if (i == enumerated.size()) break;
+  }
+  return total * n;
+}
+
+}  // namespace
+
+int64_t op_instance_count(const CompactGraph& g) {
+  int64_t total = 0;
+  for (const Program& p : g.programs)
+    for (const OpTemplate& op : p.ops) {
+      Condition both = p.on;
+      both.all.insert(both.all.end(), op.when.all.begin(), op.when.all.end());
+      // A group counts once: its axes (never in a condition) are not counted.
+      std::vector<int> axes;
+      for (int a : g.mesh.axes)
+        if (std::find(op.group.begin(), op.group.end(), a) == op.group.end()) axes.push_back(a);
+      if (op.per_mb) axes.push_back(kMbAxis);
+      total += count_satisfying(g.mesh, both, axes);
+    }
+  return total;
+}
+
 }  // namespace shardproof::compact

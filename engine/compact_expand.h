@@ -49,6 +49,9 @@ Expansion expand_selected(const CompactGraph& g, const Selection& selection);
 // read with LineageScope::Stages; throws plan_detail::InvalidPlan placed at
 // the compact template. Defined by the plan parser.
 Plan read_selected(const Plan& plan, const Expansion& expansion);
+// The number of op instances the expansion has (a collective counts once
+// per group), computed per axis without enumerating the mesh.
+int64_t op_instance_count(const CompactGraph& g);
 // Whether expand(g) would refuse the plan as too large (counts only).
 bool exceeds_expansion_limit(const CompactGraph& g);
 // `d` names a place in the expansion's text; the same failure, placed at the

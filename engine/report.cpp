@@ -218,6 +218,9 @@ std::string report_headline(const Report& report) {
         << report.stats.unique_stages << " distinct, " << report.stats.solved << " solved, ";
     if (report.stats.cached > 0) out << report.stats.cached << " cached, ";
     if (report.stats.reused > 0) out << report.stats.reused << " unchanged, ";
+    if (report.stats.class_anchors > 0)
+      out << "per class at " << report.stats.class_anchors << " corners of "
+          << report.stats.parallel_ops << " op instances, ";
     out << format_seconds(report.stats.seconds) << ")";
   }
   return out.str();
@@ -304,6 +307,7 @@ nlohmann::json report_to_json(const Report& report) {
                 {"proven_trivially", report.stats.proven_trivially},
                 {"logical_ops", report.stats.logical_ops},
                 {"parallel_ops", report.stats.parallel_ops},
+                {"class_anchors", report.stats.class_anchors},
                 {"seconds", report.stats.seconds},
                 {"phases",
                  {{"parse", report.stats.phases.parse},

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "engine/compact_expand.h"
 #include "engine/plan_parser.h"
 #include "engine/verifier.h"
 #include "planner/planner.h"
@@ -61,6 +62,20 @@ TEST(ClassVerifier, SameVerdictAsTheExpansion) {
     EXPECT_EQ(a.verdict, Verdict::Equivalent) << testing::explain(a);
     EXPECT_EQ(b.verdict, Verdict::Equivalent) << dp << " " << tp << " " << pp << " " << mb << "\n"
                                               << testing::explain(b);
+  }
+}
+
+// The op instances a compact plan denotes, counted without expanding it.
+TEST(ClassVerifier, OpInstancesAreCountedWithoutExpanding) {
+  for (auto [dp, tp, pp, mb] : std::vector<std::array<int, 4>>{{5, 2, 1, 6}, {2, 4, 2, 3}}) {
+    nlohmann::json plan = planner::generate_plan("mlp", mlp(4, dp, tp, pp, mb, "adam"));
+    ParseResult a = parse_plan_text(plan.dump(), "plan.json", "",
+                                    ParseOptions{ParseOptions::Compact::Expand});
+    ParseResult b = parse_plan_text(plan.dump(), "plan.json", "",
+                                    ParseOptions{ParseOptions::Compact::Classes});
+    ASSERT_TRUE(a.plan && b.plan && b.plan->compact);
+    EXPECT_EQ(static_cast<int64_t>(a.plan->parallel.ops.size()),
+              compact::op_instance_count(b.plan->compact->graph));
   }
 }
 
