@@ -109,6 +109,7 @@ class ClassRun {
         options_(options),
         explorer_(g_),
         selection_(g_),
+        checked_(g_),
         axes_(initial_classes(g_)) {}
 
   Report run() {
@@ -188,7 +189,7 @@ class ClassRun {
     try {
       each_point(axes_, lists, [&](const Coord& c) {
         const int64_t key = explorer_.pack(c);
-        if (!records_.count(key)) records_.emplace(key, explorer_.explore(c, selection_));
+        if (!records_.count(key)) records_.emplace(key, explorer_.explore(c, selection_, checked_));
       });
     } catch (const ExploreError& e) {
       return unknown(e.message);
@@ -238,6 +239,7 @@ class ClassRun {
   // Writes and verifies what the explorations selected.
   Report verify_selection() {
     try {
+      check_selected(plan_, expand_selected(g_, checked_));
       expansion_ = expand_selected(g_, selection_);
       sub_ = read_selected(plan_, expansion_);
     } catch (const plan_detail::InvalidPlan& e) {
@@ -299,6 +301,7 @@ class ClassRun {
   const VerifyOptions& options_;
   Explorer explorer_;
   Selection selection_;
+  Selection checked_;  // every op at every corner, for the ops' own rules
   std::vector<AxisClasses> axes_;
   std::unordered_map<int64_t, AnchorRecord> records_;
   Expansion expansion_;

@@ -52,6 +52,10 @@ Plan read_selected(const Plan& plan, const Expansion& expansion);
 // The number of op instances the expansion has (a collective counts once
 // per group), computed per axis without enumerating the mesh.
 int64_t op_instance_count(const CompactGraph& g);
+// Checks the graph rules (not lineage) of the part `expansion` holds: each
+// op's references, placement and shape rule. Throws plan_detail::InvalidPlan
+// placed at the compact template. Defined by the plan parser.
+void check_selected(const Plan& plan, const Expansion& expansion);
 // Whether expand(g) would refuse the plan as too large (counts only).
 bool exceeds_expansion_limit(const CompactGraph& g);
 // `d` names a place in the expansion's text; the same failure, placed at the

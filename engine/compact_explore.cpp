@@ -373,7 +373,33 @@ struct Explorer::Impl {
     return members;
   }
 
-  AnchorRecord explore(const Coord& anchor, Selection& selection) {
+  // Adds op instance (r, at) and the tensors it names to `into`, without
+  // walking to producers: enough for the op's own rules.
+  void shallow_op(const Ref& r, const Coord& at, Selection& into) {
+    const OpTemplate& o = g.programs[r.program].ops[r.element];
+    Coord lead = at;
+    for (int axis : o.group) lead[axis] = 0;
+    into.ops[r.program][r.element].insert(pack(lead));
+    int64_t n = 1;
+    for (int axis : o.group) n *= m.size(axis);
+    for (int64_t j = 0; j < n; ++j) {
+      const Coord mc = o.kind == Kind::Collective ? member(o, lead, j) : at;
+      Coord dst = mc;
+      if (o.kind == Kind::Send)
+        for (int axis : m.axes) dst[axis] += o.to[axis];
+      for (const Template& out : o.out) {
+        auto [tr, tc] = declaration(out, dst, dst);
+        into.tensors[tr.program][tr.element].insert(pack(tc));
+        into.produced[tr.program][tr.element].insert(pack(tc));
+      }
+      for (const Template& in : o.in) {
+        auto [tr, tc] = declaration(in, mc, mc);
+        into.tensors[tr.program][tr.element].insert(pack(tc));
+      }
+    }
+  }
+
+  AnchorRecord explore(const Coord& anchor, Selection& selection, Selection& checked) {
     sel = &selection;
     hash = 0;
     count = 0;
@@ -401,6 +427,26 @@ struct Explorer::Impl {
         for (const auto& [r, mc] : members) tensor(r, mc, true);
       }
     }
+    // Every op the anchor's instances run, claimed or not, so that each
+    // template's own rules are checked at every corner (dead code included).
+    for (uint32_t p = 0; p < g.programs.size(); ++p) {
+      const Program& prog = g.programs[p];
+      for (uint32_t e = 0; e < prog.ops.size(); ++e) {
+        const OpTemplate& o = prog.ops[e];
+        Coord c = anchor;
+        if (!o.per_mb) c[kMbAxis] = 0;
+        if (o.kind == Kind::Send) {
+          Coord dst = c;
+          for (int axis : m.axes) dst[axis] += o.to[axis];
+          if (!holds(prog.on, c) || !holds(o.when, c)) continue;
+          if (!in_mesh(dst, o.per_mb))
+            throw ExploreError{"send at (" + where(c, o.per_mb) + ") goes off the mesh"};
+        } else if (!holds(prog.on, c) || !holds(o.when, c)) {
+          continue;
+        }
+        shallow_op({p, e, 0}, c, checked);
+      }
+    }
     rec.decisions = hash;
     rec.decision_count = count;
     return rec;
@@ -411,8 +457,8 @@ Explorer::Explorer(const CompactGraph& g) : impl_(new Impl(g)) {}
 Explorer::~Explorer() {
   delete impl_;
 }
-AnchorRecord Explorer::explore(const Coord& anchor, Selection& selection) {
-  return impl_->explore(anchor, selection);
+AnchorRecord Explorer::explore(const Coord& anchor, Selection& selection, Selection& checked) {
+  return impl_->explore(anchor, selection, checked);
 }
 int64_t Explorer::pack(const Coord& c) const {
   return impl_->pack(c);

@@ -63,8 +63,10 @@ class Explorer {
   Explorer& operator=(const Explorer&) = delete;
 
   // Walks everything the claims of `anchor`'s instances need; adds it to
-  // `selection`. Throws ExploreError.
-  AnchorRecord explore(const Coord& anchor, Selection& selection);
+  // `selection`. Adds every op instance the anchor runs (claimed or not) and
+  // the tensors it names to `checked`, for the ops' own rules. Throws
+  // ExploreError.
+  AnchorRecord explore(const Coord& anchor, Selection& selection, Selection& checked);
 
   int64_t pack(const Coord& c) const;
   Coord unpack(int64_t key) const;

@@ -209,6 +209,19 @@ ParseResult parse_plan_text(const std::string& text, const std::string& display_
 
 namespace shardproof::compact {
 
+void check_selected(const Plan& plan, const Expansion& expansion) {
+  const std::string file = "<ops of " + plan.parallel.source_file + ">";
+  jsonsrc::ParseResult parsed = jsonsrc::parse(expansion.text);
+  if (parsed.error)
+    throw std::logic_error("the checked expansion is not JSON: " + parsed.error->message);
+  try {
+    Graph g;
+    plan_detail::read_graph(Node(*parsed.value, file), true, g);
+  } catch (const InvalidPlan& e) {
+    throw InvalidPlan{locate(plan.compact->graph, expansion, e.diag)};
+  }
+}
+
 Plan read_selected(const Plan& plan, const Expansion& expansion) {
   const CompactSource& source = *plan.compact;
   Plan sub;

@@ -42,8 +42,8 @@ struct Stats {
   int64_t reused = 0;            // stages unchanged since the plan's last verification
   int64_t proven_trivially = 0;  // stages closed by normalisation alone
   int64_t logical_ops = 0;
-  int64_t parallel_ops = 0;      // of a compact plan: the op instances it denotes
-  int64_t class_anchors = 0;     // compact plan verified per class: corners explored
+  int64_t parallel_ops = 0;   // of a compact plan: the op instances it denotes
+  int64_t class_anchors = 0;  // compact plan verified per class: corners explored
   double seconds = 0;
   // Where the time went (wall seconds): reading the plan, cutting it into
   // stages, reducing and keying them, deciding them (store or solver).

@@ -65,14 +65,37 @@ TEST(ClassVerifier, SameVerdictAsTheExpansion) {
   }
 }
 
+// An op no claim needs (dead code) is still read: one with a wrong shape at
+// an interior coordinate makes the plan invalid, as its expansion is.
+TEST(ClassVerifier, ADeadOpWithAShapeErrorIsInvalid) {
+  nlohmann::json plan = planner::generate_plan("mlp", mlp(4, 6, 2, 2, 5, "sgd"));
+  nlohmann::json& prog = plan["parallel"]["programs"][0];
+  nlohmann::json x = nullptr;
+  for (const auto& t : prog["tensors"])
+    if (t.value("input", false) && t["shape"].size() == 2) x = t;
+  ASSERT_FALSE(x.is_null());
+  const std::string dead = "dp{dp}.tp{tp}.dead";
+  prog["tensors"].push_back(
+      {{"name", dead}, {"shape", {3, 3}}, {"dtype", x["dtype"]}, {"when", "dp == 3"}});
+  prog["ops"].push_back({{"name", "dp{dp}.tp{tp}.dead.op"},
+                         {"op", "matmul"},
+                         {"in", {x["name"], x["name"]}},
+                         {"out", {dead}},
+                         {"when", "dp == 3"}});
+  Report a = expanded(plan), b = by_classes(plan);
+  EXPECT_EQ(a.verdict, Verdict::Invalid) << testing::explain(a);
+  ASSERT_EQ(b.verdict, Verdict::Invalid) << testing::explain(b);
+  EXPECT_EQ(a.invalid->rule, b.invalid->rule);
+}
+
 // The op instances a compact plan denotes, counted without expanding it.
 TEST(ClassVerifier, OpInstancesAreCountedWithoutExpanding) {
   for (auto [dp, tp, pp, mb] : std::vector<std::array<int, 4>>{{5, 2, 1, 6}, {2, 4, 2, 3}}) {
     nlohmann::json plan = planner::generate_plan("mlp", mlp(4, dp, tp, pp, mb, "adam"));
-    ParseResult a = parse_plan_text(plan.dump(), "plan.json", "",
-                                    ParseOptions{ParseOptions::Compact::Expand});
-    ParseResult b = parse_plan_text(plan.dump(), "plan.json", "",
-                                    ParseOptions{ParseOptions::Compact::Classes});
+    ParseResult a =
+        parse_plan_text(plan.dump(), "plan.json", "", ParseOptions{ParseOptions::Compact::Expand});
+    ParseResult b =
+        parse_plan_text(plan.dump(), "plan.json", "", ParseOptions{ParseOptions::Compact::Classes});
     ASSERT_TRUE(a.plan && b.plan && b.plan->compact);
     EXPECT_EQ(static_cast<int64_t>(a.plan->parallel.ops.size()),
               compact::op_instance_count(b.plan->compact->graph));

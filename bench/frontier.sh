@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Frontier-scale plans in the compact form (shardproof-plan/1.1), verified
+# per coordinate class without expansion. Two Markdown tables:
+#
+# 1. Each frontier plan: compact file size, op instances it denotes, stages
+#    verified (at the corners of the classes) and distinct, corners explored,
+#    cold time and peak memory in process without cache, and cold and warm
+#    time through a daemon in a fresh cache and runtime directory.
+# 2. The scaling curve: from a base plan, each of dp, tp, pp, micro-batches
+#    and layers doubled in turn (verified per class with --classes even when
+#    small, so every row is the same method).
+#
+#   bench/frontier.sh            # both tables
+#   bench/frontier.sh --quick    # a smaller frontier plan and curve
+#   PLANS="mlp:--layers 16 --hidden 64 --dp 64 --tp 8 --pp 16 --microbatches 16 --batch 1024" bench/frontier.sh
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${SHARDPROOF_BUILD_DIR:-$root/build}"
+cli="$build_dir/shardproof"
+quick=""
+[[ "${1:-}" == "--quick" ]] && quick=1
+
+if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
+  "$root/scripts/setup.sh" >&2
+else
+  cmake --build "$build_dir" -j "${SHARDPROOF_JOBS:-2}" >&2
+fi
+
+work="$(mktemp -d)"
+mkdir -p "$work/run" && chmod 700 "$work/run"
+export SHARDPROOF_CACHE_DIR="$work/cache" XDG_RUNTIME_DIR="$work/run"
+cleanup() {
+  "$cli" daemon stop >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Llama3-405B's mesh (dp64 tp8 pp16, 16 micro-batches: 8,192 GPUs) and
+# DeepSeek-V3's (dp32 tp8 pp8, 16 micro-batches: 2,048 GPUs). The mlp family
+# carries them today; a transformer family is added when its planner writes
+# the compact form (`shardproof plan MODEL --compact`).
+if [[ -n "$quick" ]]; then
+  default_plans="mlp:--layers 8 --hidden 64 --dp 32 --tp 8 --pp 8 --microbatches 16 --batch 1024"
+else
+  default_plans="mlp:--layers 16 --hidden 64 --dp 64 --tp 8 --pp 16 --microbatches 16 --batch 1024"
+  default_plans+=$'\n'"mlp:--layers 8 --hidden 64 --dp 32 --tp 8 --pp 8 --microbatches 16 --batch 512"
+  for spec in "llama3-405b:--dp 64 --tp 8 --pp 16 --microbatches 16" \
+    "deepseek-v3:--dp 32 --ep 32 --tp 8 --pp 8 --microbatches 16"; do
+    "$cli" plan "${spec%%:*}" ${spec#*:} --compact -o /dev/null >/dev/null 2>&1 &&
+      default_plans+=$'\n'"$spec"
+  done
+fi
+PLANS="${PLANS:-$default_plans}"
+
+field() {  # report.json, dotted path
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."): d=d.get(k, "?") if isinstance(d, dict) else "?"
+print(d)' "$1" "$2"
+}
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+# verify_cold PLAN [flags...]: sets cold_s, peak_mib; report in $work/report.json
+verify_cold() {
+  local plan="$1" t0 t1
+  shift
+  t0=$(now)
+  /usr/bin/time -f %M -o "$work/rss" "$cli" verify --quiet --no-cache --format json "$@" "$plan" \
+    >"$work/report.json" 2>"$work/err" || true
+  t1=$(now)
+  cold_s=$(elapsed "$t0" "$t1")
+  peak_mib=$(awk '{ printf "%.0f", $1 / 1024 }' "$work/rss" | tail -n1)
+}
+
+echo "| plan | file KB | op instances | stages verified | distinct | corners | cold s | peak MiB | daemon cold s | daemon warm s | verdict |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+while IFS= read -r line; do
+  [[ -z "$line" ]] && continue
+  model="${line%%:*}"
+  read -r -a opts <<<"${line#*:}"
+  "$cli" plan "$model" "${opts[@]}" --compact -o "$work/plan.json"
+  kb=$(du -k "$work/plan.json" | cut -f1)
+  verify_cold "$work/plan.json"
+  r="$work/report.json"
+  rm -rf "$work/cache"
+  "$cli" daemon start >/dev/null
+  t0=$(now)
+  "$cli" verify --quiet "$work/plan.json" >/dev/null 2>&1 || true
+  t1=$(now)
+  "$cli" verify --quiet "$work/plan.json" >/dev/null 2>&1 || true
+  t2=$(now)
+  "$cli" daemon stop >/dev/null
+  echo "| $model ${opts[*]} | $kb | $(field "$r" stats.parallel_ops) | $(field "$r" stats.stages) |" \
+    "$(field "$r" stats.unique_stages) | $(field "$r" stats.class_anchors) | $cold_s | $peak_mib |" \
+    "$(elapsed "$t0" "$t1") | $(elapsed "$t1" "$t2") | $(field "$r" verdict) |"
+done <<<"$PLANS"
+
+# The curve: each dimension doubled from the base.
+if [[ -n "$quick" ]]; then
+  base=(--layers 4 --hidden 64 --dp 8 --tp 4 --pp 2 --microbatches 8 --batch 512)
+else
+  base=(--layers 8 --hidden 64 --dp 16 --tp 4 --pp 4 --microbatches 8 --batch 1024)
+fi
+double() {  # name: prints the base with that option doubled
+  local out=() i
+  for ((i = 0; i < ${#base[@]}; i += 2)); do
+    if [[ "${base[i]}" == "--$1" ]]; then out+=("${base[i]}" $((base[i + 1] * 2))); else out+=("${base[i]}" "${base[i + 1]}"); fi
+  done
+  echo "${out[@]}"
+}
+echo
+echo "Scaling from mlp ${base[*]} (per class, --classes):"
+echo
+echo "| doubled | op instances | stages verified | corners | cold s | peak MiB | verdict |"
+echo "|---|---|---|---|---|---|---|"
+for dim in none dp tp pp microbatches layers; do
+  if [[ "$dim" == none ]]; then read -r -a opts <<<"${base[*]}"; else read -r -a opts <<<"$(double "$dim")"; fi
+  [[ "$dim" == dp || "$dim" == microbatches ]] && {
+    # keep each rank's batch slice: the global batch doubles with dp and mb
+    for ((i = 0; i < ${#opts[@]}; i += 2)); do
+      [[ "${opts[i]}" == --batch ]] && opts[i + 1]=$((opts[i + 1] * 2))
+    done
+  }
+  if ! "$cli" plan mlp "${opts[@]}" --compact -o "$work/curve.json" 2>"$work/err"; then
+    echo "| $dim | skipped: $(head -c 120 "$work/err") | | | | | |"
+    continue
+  fi
+  verify_cold "$work/curve.json" --classes
+  r="$work/report.json"
+  echo "| $dim | $(field "$r" stats.parallel_ops) | $(field "$r" stats.stages) |" \
+    "$(field "$r" stats.class_anchors) | $cold_s | $peak_mib | $(field "$r" verdict) |"
+done
