@@ -1,5 +1,6 @@
 #include "engine/compact_rules.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -25,6 +26,58 @@ struct Claim {
 class RuleCheck {
  public:
   explicit RuleCheck(const Plan& plan) : plan_(plan), g_(plan.compact->graph), m_(g_.mesh) {}
+
+  // The first template whose name may repeat across its instances: the
+  // holes must determine every axis the element varies along (full column
+  // rank), unless an equality of its conditions pins that axis.
+  std::optional<std::string> ambiguous_name() const {
+    for (const Program& p : g_.programs) {
+      for (const TensorTemplate& t : p.tensors)
+        if (!names_every_instance(t.name, {&p.on, &t.when}, t.per_mb, {}))
+          return "tensor template \"" + (*t.node.get("name"))->text + "\"";
+      for (const OpTemplate& o : p.ops)
+        if (o.name && !names_every_instance(*o.name, {&p.on, &o.when}, o.per_mb, o.group))
+          return "op template \"" + (*o.node.get("name"))->text + "\"";
+    }
+    return std::nullopt;
+  }
+
+  bool names_every_instance(const Template& name, std::initializer_list<const Condition*> conds,
+                            bool per_mb, const std::vector<int>& fixed) const {
+    std::vector<int> axes;
+    for (int a : m_.axes)
+      if (m_.size(a) > 1 && std::find(fixed.begin(), fixed.end(), a) == fixed.end())
+        axes.push_back(a);
+    if (per_mb && m_.mb > 1) axes.push_back(kMbAxis);
+    std::vector<std::vector<double>> rows;
+    for (const Affine& e : name.exprs) {
+      std::vector<double> row;
+      for (int a : axes) row.push_back(static_cast<double>(e.coef[a]));
+      rows.push_back(row);
+    }
+    for (const Condition* c : conds)
+      for (const Comparison& k : c->all)
+        if (k.op == Comparison::Op::Eq) {
+          std::vector<double> row;
+          for (int a : axes) row.push_back(static_cast<double>(k.diff.coef[a]));
+          rows.push_back(row);
+        }
+    // Rank by elimination (coefficients are small integers: exact enough).
+    size_t rank = 0;
+    for (size_t col = 0; col < axes.size() && rank < rows.size(); ++col) {
+      size_t pivot = rank;
+      while (pivot < rows.size() && rows[pivot][col] == 0) ++pivot;
+      if (pivot == rows.size()) continue;
+      std::swap(rows[pivot], rows[rank]);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        if (r == rank || rows[r][col] == 0) continue;
+        const double f = rows[r][col] / rows[rank][col];
+        for (size_t k = col; k < axes.size(); ++k) rows[r][k] -= f * rows[rank][k];
+      }
+      ++rank;
+    }
+    return rank == axes.size();
+  }
 
   // Throws InvalidPlan; false when the enumeration would be too large.
   bool run() {
@@ -163,7 +216,18 @@ std::optional<Report> check_compact_rules(const Plan& plan) {
   r.plan_path = plan.path;
   r.plan_name = plan.name;
   try {
-    if (RuleCheck(plan).run()) return std::nullopt;
+    RuleCheck check(plan);
+    if (std::optional<std::string> name = check.ambiguous_name()) {
+      r.verdict = Verdict::Unknown;
+      Finding f;
+      f.kind = "unknown";
+      f.message = "the class verifier cannot show that " + *name +
+                  " gives each of its instances its own name (its holes must determine every "
+                  "coordinate the template varies along)";
+      r.findings.push_back(std::move(f));
+      return r;
+    }
+    if (check.run()) return std::nullopt;
     r.verdict = Verdict::Unknown;
     Finding f;
     f.kind = "unknown";
