@@ -33,6 +33,7 @@ struct TensorTemplate {
   std::optional<ClaimTemplate> of = std::nullopt;
   std::string when = "";
   bool input = false, output = false;
+  std::string dtype = "f32";
 };
 
 class CompactBuilder {
@@ -40,9 +41,15 @@ class CompactBuilder {
   // `axes`: device axes, slowest first (rank order); `mb`: micro-batches.
   CompactBuilder(std::vector<std::pair<std::string, int>> axes, int mb);
 
-  // Starts a program; later templates belong to it.
-  void program(const std::string& name, const std::string& on);
-  void tensor(TensorTemplate t);
+  // Starts a program; later templates belong to it. Returns its index.
+  size_t program(const std::string& name, const std::string& on);
+  // Makes an earlier program the one later templates belong to (a builder
+  // that walks the step in schedule order visits the stages by turns).
+  void select(size_t program);
+  // Returns the template's index in its program.
+  size_t tensor(TensorTemplate t);
+  // Sets a tensor template's "input" or "output" flag after the fact.
+  void mark(size_t program, size_t tensor, const std::string& flag);
   // A local op, or (with `group`, a list of axes) a collective.
   void op(const std::string& name, const std::string& op, std::vector<std::string> in,
           std::vector<std::string> out, nlohmann::json attrs = nlohmann::json::object(),
@@ -59,6 +66,7 @@ class CompactBuilder {
   nlohmann::json& current();
   nlohmann::json mesh_;
   nlohmann::json programs_ = nlohmann::json::array();
+  size_t current_ = 0;
 };
 
 // "a && b", skipping empty parts.

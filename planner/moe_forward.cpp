@@ -80,7 +80,7 @@ void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts)
     }
     Coord xg = x0;
     xg.d = 0;
-    std::vector<int> group = dp_cp_group(xg);
+    std::vector<int> group = dp_cp_group(xg).ranks;
     // To the owners: expert blocks out, sequences in; back: the reverse.
     nlohmann::json attrs = {{"split_dim", to_experts ? 1 : 0}, {"concat_dim", to_experts ? 0 : 1}};
     const std::string op_name = at(xg, name + (to_experts ? ".ep_dispatch" : ".ep_combine"));

@@ -15,13 +15,16 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <string>
 #include <vector>
 
+#include "planner/compact_builder.h"
 #include "planner/plan_builder.h"
 #include "planner/planner.h"
+#include "planner/transformer_graph.h"
 
 namespace shardproof::planner::transformer {
 
@@ -124,18 +127,20 @@ enum class Ax {
 using Spec = std::vector<Ax>;
 
 struct Part {
-  int64_t k = 0, n = 1;
+  Aff k = 0;
+  int64_t n = 1;
 };
 
-// Where a local computation runs: dp rank, cp rank, tp rank, pipeline stage
-// and micro-batch.
-struct Coord {
-  int d = 0, c = 0, t = 0, p = 0, m = 0;
-};
+// The graph a layout's builder writes into (transformer_graph.cpp).
+std::unique_ptr<Graph> v1_graph(GraphBuilder& g, const Layout& s);
+std::unique_ptr<Graph> compact_graph(CompactBuilder& g, const Layout& s);
+// Empty when the compact form can be written for the layout, else the flag
+// (or configuration) it does not support yet, and why.
+std::string compact_unsupported(const Layout& s);
 
 class Builder {
  public:
-  Builder(const Layout& layout, GraphBuilder& graph) : s(layout), g(graph) {}
+  Builder(const Layout& layout, Graph& graph) : s(layout), g(graph) {}
   void build();
 
  private:
@@ -146,7 +151,19 @@ class Builder {
   std::string at(const Coord& x, const std::string& name) const;       // per micro-batch
   std::string at_rank(const Coord& x, const std::string& name) const;  // per rank
   int rank(const Coord& x) const { return s.rank(x.d, x.c, x.t, x.p); }
-  Slice slice_of(const Coord& x, const Shape& full, const Spec& spec) const;
+  // Writing the compact form: coordinates are the mesh axes.
+  bool sym() const { return g.compact(); }
+  // Every device (dp, cp, tp) of stage p, in rank order (compact: the one
+  // symbolic device); every dp rank; every micro-batch.
+  std::vector<Coord> devices(int p) const;
+  std::vector<Ix> dp_ranks() const;
+  std::vector<Ix> microbatches() const;
+  // Which of the kv_replicas() ranks sharing a kv head x is.
+  Aff kv_replica(const Coord& x) const;
+  // Where the gradient contributions of a piece are kept: its rank (v1),
+  // its stage (compact).
+  int grad_key(const Coord& x) const { return sym() ? x.p : rank(x); }
+  SymSlice slice_of(const Coord& x, const Shape& full, const Spec& spec) const;
   // Declares local tensor `local` standing for logical[spec slice] (or part
   // of it); in the logical graph it is the logical tensor itself.
   std::string claim(const Coord& x, const std::string& local, const std::string& logical,
@@ -163,11 +180,11 @@ class Builder {
           nlohmann::json attrs = nlohmann::json::object());
   std::string constant(const Coord& x, const std::string& name, const Shape& shape,
                        nlohmann::json value, const std::string& dtype);
-  std::vector<int> tp_group(const Coord& x) const;
-  std::vector<int> cp_group(const Coord& x) const;
-  std::vector<int> dp_cp_group(const Coord& x) const;
+  Group tp_group(const Coord& x) const;
+  Group cp_group(const Coord& x) const;
+  Group dp_cp_group(const Coord& x) const;
   void collective(const std::string& name, const std::string& op, std::vector<std::string> in,
-                  std::vector<std::string> out, std::vector<int> group,
+                  std::vector<std::string> out, const Group& group,
                   nlohmann::json attrs = nlohmann::json::object());
   // Runs `local(x)` for every tp rank of x's group.
   void each_tp(Coord x, const std::function<void(const Coord&)>& local);
@@ -307,17 +324,25 @@ class Builder {
                           const Shape& shape);
   void update_params();
   void update_piece(const std::vector<const Param*>& pieces);
+  // transformer_update_compact.cpp: the same in the compact form, where the
+  // accumulation over micro-batches is one chain of templates.
+  void update_piece_compact(const Param& p);
+  // A tensor standing for logical[slice] (part k of n) on x's rank.
+  void declare(const Coord& x, const std::string& local, const std::string& logical,
+               const SymSlice& slice, Part part = {});
   void dp_sync(const Param& p, const Coord& x, const std::vector<std::string>& in,
-               const std::vector<std::string>& out, const std::vector<int>& group);
+               const std::vector<std::string>& out, const Group& group);
   void step(const Param& p, const Coord& x, const std::string& g_piece, bool zero);
   void finish_step(const Param& p, const Coord& x, const std::string& next, bool zero);
   nlohmann::json optimizer_attrs() const;
 
   const Layout& s;
-  GraphBuilder& g;
+  Graph& g;
   std::vector<Param> params_;
   // (rank, piece) -> contributions, in emission order.
   std::map<std::pair<int, std::string>, std::vector<std::string>> grads_;
+  // The same contributions as suffixes: at(x, suffix) at any micro-batch.
+  std::map<std::pair<int, std::string>, std::vector<std::string>> grad_whats_;
   std::vector<std::string> declared_inputs_, declared_outputs_;
   // ZeRO: updated shards per (piece, stage, tp rank), in dp x cp group order.
   std::map<std::tuple<std::string, int, int>, std::vector<std::string>> zero_shards_;

@@ -45,7 +45,7 @@ std::string Builder::reduce_kv(const Coord& x, const std::string& g_exp, const s
   std::string r5 = scratch(x, name + ".r5", {in[0], kv, in[1] / kv, in[2], in[3]});
   op(x, name + ".r5", "reshape", {g_exp}, {r5}, {{"shape", g.shape(r5)}});
   const int rep = s.kv_replicas();
-  Part part{int64_t(x.c) * rep + x.t % rep, int64_t(s.cp) * rep};
+  Part part{Aff(x.c) * rep + kv_replica(x), int64_t(s.cp) * rep};
   std::string out = act(x, name, {s.B, s.NKV, seq_len, s.D},
                         {Ax::Batch, Ax::Kv, Ax::Full, Ax::Full}, part);
   op(x, name + ".sum_groups", "sum", {r5}, {out}, {{"dims", {2}}});
@@ -98,11 +98,11 @@ void Builder::attention_forward(int i, Coord x0) {
           in.push_back(at(x, t));
           out.push_back(claim(x, kv_name(x, t), t, k4, kv_gathered));
         }
-        std::vector<int> group = cp_group(x0);
+        Group group = cp_group(x0);
         if (t == l + ".k.rope" && x0.t == 0 && fires("cp-kv-allgather-order", i, x0)) {
           std::reverse(in.begin(), in.end());
           std::reverse(out.begin(), out.end());
-          std::reverse(group.begin(), group.end());
+          std::reverse(group.ranks.begin(), group.ranks.end());
         }
         collective(at(x0, t + ".cp_all_gather"), "all_gather", in, out, group, {{"dim", 1}});
       }
@@ -222,7 +222,7 @@ void Builder::attention_backward(int i, Coord x0) {
        {{"transpose_a", true}});
 
     // Back to kv heads (summing each group's query heads), then [b, s, h, D].
-    const Part kv_part{int64_t(x.c) * rep + x.t % rep, int64_t(s.cp) * rep};
+    const Part kv_part{Aff(x.c) * rep + kv_replica(x), int64_t(s.cp) * rep};
     const Spec seq_full = {Ax::Batch, Ax::Full, Ax::Kv, Ax::Full};
     for (const char* kv : {"k", "v"}) {
       const std::string base = l + "." + kv;
@@ -242,7 +242,7 @@ void Builder::attention_backward(int i, Coord x0) {
         std::vector<std::string> in, out;
         for (Coord x = x0; x.c < s.cp; ++x.c) {
           in.push_back(at(x, t) + ".cp");
-          out.push_back(act(x, t, k4, k4_spec, Part{x.t % rep, rep}));
+          out.push_back(act(x, t, k4, k4_spec, Part{kv_replica(x), rep}));
         }
         if (t == grad(l + ".k.rope") && x0.t == 0 && fires("cp-kv-grad-not-reduced", i, x0)) {
           // Each cp rank keeps its own queries' share of its chunk.
@@ -260,7 +260,7 @@ void Builder::attention_backward(int i, Coord x0) {
   }
 
   each_cp_tp(x0, [&](const Coord& x) {
-    const Part kv_part{x.t % rep, rep};
+    const Part kv_part{kv_replica(x), rep};
     std::string g_qr = act(x, grad(l + ".q.rope"), q4, q4_spec);
     op(x, grad(l + ".q.rope"), "transpose", {at(x, grad(l + ".q.t"))}, {g_qr}, swap);
     std::string g_q4 = rope(x, g_qr, grad(l + ".q4"), true, q4, q4_spec);

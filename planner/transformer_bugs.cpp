@@ -212,6 +212,7 @@ std::string Builder::gather_bug(const std::string& name, const Coord& x) const {
 
 std::string Builder::dp_sync_bug(const Param& p, const Coord& x) const {
   if (std::string moe = moe_dp_sync_bug(p, x); !moe.empty()) return moe;
+  if (!s.bug("dp-grad-not-synced") && !s.bug("dp-grad-mean-not-sum")) return "";
   if (p.local != layer(s.bug_layer()) + ".wq" || x.t != 0) return "";
   if (s.bug("dp-grad-not-synced")) return "skip";
   if (s.bug("dp-grad-mean-not-sum")) return "mean";

@@ -20,7 +20,7 @@ void Builder::send(const Coord& from, const Coord& to, const std::string& name, 
   std::string src = at(from, name);
   if (send_bug(name, from)) src = send_bug_source(name, from);
   std::string dst = act(to, name, full, spec);
-  collective(at(from, name + ".send"), "send", {src}, {dst}, {rank(from), rank(to)});
+  g.send(at(from, name + ".send"), from, to, src, dst);
 }
 
 // Masks ids outside [lo, hi) of this rank's vocabulary block: returns the
@@ -29,11 +29,11 @@ void Builder::send(const Coord& from, const Coord& to, const std::string& name, 
 std::pair<std::string, std::string> Builder::owned_ids(const Coord& x, const std::string& prefix,
                                                        const std::string& ids) {
   const Shape shape = g.shape(ids);
-  const int64_t lo = x.t * (s.V / s.tp);
-  int64_t hi = lo + s.V / s.tp;
-  if (prefix == "emb.ids" && x.t == 0 && fires("vocab-range-off-by-one", -1, x)) hi -= 1;
-  std::string lo_c = constant(x, prefix + ".lo", shape, lo, "i64");
-  std::string hi_c = constant(x, prefix + ".hi", shape, hi, "i64");
+  const Aff lo = Aff(x.t) * (s.V / s.tp);
+  Aff hi = lo + s.V / s.tp;
+  if (prefix == "emb.ids" && fires("vocab-range-off-by-one", -1, x) && x.t == 0) hi = hi - 1;
+  std::string lo_c = constant(x, prefix + ".lo", shape, lo.attr(), "i64");
+  std::string hi_c = constant(x, prefix + ".hi", shape, hi.attr(), "i64");
   std::string zero = constant(x, prefix + ".zero", shape, 0, "i64");
   std::string ge = scratch(x, prefix + ".ge", shape, "bool");
   op(x, prefix + ".ge", "ge", {ids, lo_c}, {ge});
@@ -58,7 +58,7 @@ std::string Builder::onehot(const Coord& x, const std::string& name, const std::
   std::string pos = scratch(x, name + ".iota", local, "i64");
   op(x, name + ".iota", "iota", {}, {pos}, {{"shape", local}, {"dim", 2}});
   if (!s.logical && s.tp > 1) {
-    std::string lo = constant(x, name + ".lo", {}, x.t * (s.V / s.tp), "i64");
+    std::string lo = constant(x, name + ".lo", {}, (Aff(x.t) * (s.V / s.tp)).attr(), "i64");
     std::string shifted = scratch(x, name + ".pos", local, "i64");
     op(x, name + ".pos", "add", {pos, lo}, {shifted});
     pos = shifted;
@@ -141,7 +141,7 @@ void Builder::head_forward_backward(Coord x0) {
         // Each rank keeps its own shard's max.
         for (int t = 0; t < s.tp; ++t)
           collective(at(xc, name + ".tp_all_reduce.solo" + std::to_string(t)), "all_reduce",
-                     {in[t]}, {out[t]}, {tp_group(xc)[t]}, {{"reduce", reduce}});
+                     {in[t]}, {out[t]}, {tp_group(xc).ranks[t]}, {{"reduce", reduce}});
         continue;
       }
       collective(at(xc, name + ".tp_all_reduce"), "all_reduce", in, out, tp_group(xc),
@@ -192,12 +192,24 @@ void Builder::head_forward_backward(Coord x0) {
   // its tokens' share.
   each_cp_tp(x0, [&](const Coord& x) {
     const int64_t count = loss_token_count(x);
-    const Part part{(int64_t(x.d) * s.mb + x.m) * s.cp + x.c, int64_t(s.dp) * s.mb * s.cp};
+    const Part part{(Aff(x.d) * s.mb + x.m) * s.cp + x.c, int64_t(s.dp) * s.mb * s.cp};
     std::string total = act(x, "ce.sum", {}, {}, part);
     op(x, "ce.sum", "sum", {at(x, "ce.picked")}, {total});
-    std::string loss = act(x, "loss", {}, {}, part);
+    std::string loss;
+    if (sym()) {
+      // Only tp rank 0's loss is an output: one template per condition.
+      if (s.tp > 1) {
+        Graph::When rest(g, "tp >= 1");
+        act(x, "loss", {}, {}, part);
+      }
+      Graph::When first(g, "tp == 0");
+      loss = act(x, "loss", {}, {}, part);
+      g.output(loss);
+    } else {
+      loss = act(x, "loss", {}, {}, part);
+      if (x.t == 0) g.output(loss);
+    }
     op(x, "loss", "scale", {total}, {loss}, {{"factor", fraction(-1, count)}});
-    if (x.t == 0) g.output(loss);
 
     // d loss / d logits = (softmax - onehot) / (B*S).
     std::string probs = act(x, "ce.probs", logits_full, kVocab);
