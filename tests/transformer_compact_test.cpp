@@ -1,0 +1,189 @@
+// The compact form of the transformer plans (llama3-*): its expansion is the
+// v1 plan the planner writes (same tensors, ops, claims, groups, attributes),
+// both verify alike, the file does not grow with dp, tp or micro-batches, and
+// the flags the compact form does not support yet are refused by name.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "engine/plan_parser.h"
+#include "planner/planner.h"
+#include "tests/graph_text.h"
+#include "tests/planner_support.h"
+#include "tests/test_support.h"
+
+namespace shardproof {
+namespace {
+
+planner::PlanConfig tiny(int layers, int dp, int tp, int pp, int mb, bool adam = true) {
+  planner::PlanConfig c = testing::transformer_config(layers, dp, tp, pp, mb);
+  c.optimizer = adam ? "adam" : "sgd";
+  return c;
+}
+
+planner::PlanConfig compact(planner::PlanConfig c) {
+  c.compact = true;
+  return c;
+}
+
+Plan parse(const nlohmann::json& plan) {
+  ParseResult r = parse_plan_text(plan.dump(1), "plan.json", "");
+  EXPECT_FALSE(r.error) << r.error->to_string();
+  EXPECT_TRUE(r.io_error.empty()) << r.io_error;
+  return r.plan ? std::move(*r.plan) : Plan{};
+}
+
+void expect_same_plan(const std::string& model, const planner::PlanConfig& c) {
+  nlohmann::json v1 = planner::generate_plan(model, c);
+  nlohmann::json cc = planner::generate_plan(model, compact(c));
+  ASSERT_EQ(v1["format"], "shardproof-plan/1");
+  ASSERT_EQ(cc["format"], "shardproof-plan/1.1");
+  EXPECT_EQ(v1["name"], cc["name"]);
+  EXPECT_EQ(v1["meta"], cc["meta"]);
+  EXPECT_EQ(v1["logical"], cc["logical"]);
+  Plan a = parse(v1), b = parse(cc);
+  EXPECT_EQ(a.parallel.ops.size(), b.parallel.ops.size()) << v1["name"];
+  EXPECT_EQ(a.parallel.tensors.size(), b.parallel.tensors.size()) << v1["name"];
+  EXPECT_EQ(testing::first_difference(testing::graph_by_name(a.parallel),
+                                      testing::graph_by_name(b.parallel)),
+            "")
+      << v1["name"] << " (v1 / expansion)";
+}
+
+// Every dp, tp, pp and micro-batch count in {1, 2} on one and two layers,
+// sgd and adam alternating.
+TEST(TransformerCompact, ExpansionIsTheV1PlanOverTheMatrix) {
+  for (int layers : {1, 2})
+    for (int dp : {1, 2})
+      for (int tp : {1, 2})
+        for (int pp : {1, 2})
+          for (int mb : {1, 2}) {
+            if (pp > layers) continue;
+            expect_same_plan("llama3-tiny", tiny(layers, dp, tp, pp, mb, (dp + tp + mb) % 2));
+          }
+}
+
+// Degrees of 3 and 4, uneven pipeline stages, a long accumulation chain.
+TEST(TransformerCompact, ExpansionIsTheV1PlanBeyondTwo) {
+  expect_same_plan("llama3-tiny", tiny(2, 3, 2, 2, 3));
+  expect_same_plan("llama3-tiny", tiny(2, 4, 1, 1, 4, false));
+  expect_same_plan("llama3-tiny", tiny(2, 1, 2, 2, 4));
+  expect_same_plan("llama3-tiny", tiny(4, 2, 2, 3, 3));
+  expect_same_plan("llama3-tiny", tiny(5, 1, 1, 4, 2, false));
+  // A published shape's own heads and kv heads (tp 4 <= 8 kv heads).
+  planner::PlanConfig c = tiny(2, 2, 4, 2, 2);
+  c.seq = 4;
+  expect_same_plan("llama3-8b", c);
+}
+
+// The options written with tp-rank conditions: only tp rank 0 adds the bias;
+// the residual round trip slices at tp-dependent offsets.
+TEST(TransformerCompact, ExpansionIsTheV1PlanWithOptions) {
+  for (int tp : {1, 2}) {
+    planner::PlanConfig c = tiny(2, 2, tp, 2, 2);
+    c.bias = true;
+    expect_same_plan("llama3-tiny", c);
+  }
+  planner::PlanConfig c = tiny(2, 2, 2, 1, 3);
+  c.reshard_residual = true;
+  expect_same_plan("llama3-tiny", c);
+}
+
+// Both forms verify to the same verdict and the same number of findings.
+TEST(TransformerCompact, SameVerdictAsV1) {
+  for (const planner::PlanConfig& c :
+       {tiny(2, 2, 2, 2, 2), tiny(2, 1, 2, 1, 3, false), tiny(2, 2, 1, 2, 1)}) {
+    Report a = testing::verify_json(planner::generate_plan("llama3-tiny", c), "v1");
+    Report b = testing::verify_json(planner::generate_plan("llama3-tiny", compact(c)), "compact");
+    EXPECT_EQ(a.verdict, Verdict::Equivalent) << testing::explain(a);
+    EXPECT_EQ(b.verdict, Verdict::Equivalent) << testing::explain(b);
+    EXPECT_EQ(a.findings.size(), b.findings.size());
+  }
+}
+
+nlohmann::json compact_8b(int dp, int tp, int pp, int mb) {
+  planner::PlanConfig c = tiny(4, dp, tp, pp, mb);
+  c.seq = 8;
+  return planner::generate_plan("llama3-8b", compact(c));
+}
+
+// Templates per program: the structure, apart from digits.
+std::vector<size_t> templates(const nlohmann::json& plan) {
+  std::vector<size_t> n;
+  for (const auto& p : plan["parallel"]["programs"]) {
+    n.push_back(p["tensors"].size());
+    n.push_back(p["ops"].size());
+  }
+  return n;
+}
+
+size_t size_of(const nlohmann::json& plan) {
+  return plan["parallel"].dump(1).size();
+}
+
+// The parallel graph does not grow with dp, tp or micro-batches: the same
+// templates, and a size that differs by digits only. From 3 micro-batches
+// on the accumulation chain has all its links (first, middle, last), and
+// from tp 2 on the loss has its tp-rank-0 condition, so those are the
+// reference.
+TEST(TransformerCompact, SizeDoesNotDependOnDpTpOrMicrobatches) {
+  auto near = [](size_t a, size_t b) { return (a > b ? a - b : b - a) * 100 <= a; };  // 1%
+  const nlohmann::json ref = compact_8b(2, 2, 2, 4);
+  for (const nlohmann::json& other :
+       {compact_8b(64, 2, 2, 4), compact_8b(2, 8, 2, 4), compact_8b(2, 2, 2, 16),
+        compact_8b(64, 8, 2, 16)}) {
+    EXPECT_PRED2(near, size_of(ref), size_of(other)) << other["name"];
+    EXPECT_EQ(templates(ref), templates(other)) << other["name"];
+  }
+  // One program per pipeline stage: pp grows it, in proportion.
+  EXPECT_EQ(templates(compact_8b(2, 2, 4, 4)).size(), 8u);
+}
+
+void expect_refused(planner::PlanConfig c, const std::string& flag) {
+  c.compact = true;
+  try {
+    planner::generate_plan("llama3-tiny", c);
+    ADD_FAILURE() << "accepted; expected a refusal naming " << flag;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--compact does not support " + flag),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(TransformerCompact, UnsupportedFlagsAreRefusedByName) {
+  planner::PlanConfig c = tiny(2, 2, 2, 1, 1);
+  c.sp = true;
+  expect_refused(c, "--sp");
+  c = tiny(2, 2, 1, 1, 1);
+  c.cp = 2;
+  expect_refused(c, "--cp");
+  c = tiny(2, 2, 1, 1, 1);
+  c.zero = 1;
+  expect_refused(c, "--zero");
+  c = tiny(2, 1, 1, 2, 1);
+  c.tie_embeddings = true;
+  expect_refused(c, "--tie-embeddings");
+  expect_refused(tiny(2, 1, 4, 1, 1), "tp (4) above the kv heads (2)");
+  planner::PlanConfig moe = tiny(2, 2, 1, 1, 1);
+  moe.compact = true;
+  EXPECT_THROW(planner::generate_plan("moe-tiny", moe), std::invalid_argument);
+}
+
+// The frontier plan: Llama-3 405B at full depth on 8,192 devices with 16
+// micro-batches is written in a moment, without expanding anything.
+TEST(TransformerCompact, Llama405bOn8192DevicesIsWrittenInAMoment) {
+  planner::PlanConfig c = testing::transformer_config(0, 64, 8, 16, 16);
+  c.compact = true;
+  auto start = std::chrono::steady_clock::now();
+  nlohmann::json plan = planner::generate_plan("llama3-405b", c);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(plan["meta"]["layers"], 126);
+  EXPECT_EQ(plan["parallel"]["programs"].size(), 16u);
+  EXPECT_LT(seconds, 30);
+  EXPECT_LT(plan.dump().size(), size_t(64) << 20);
+}
+
+}  // namespace
+}  // namespace shardproof
