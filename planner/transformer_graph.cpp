@@ -47,8 +47,7 @@ class V1Graph : public Graph {
     g_.op(name, op, std::move(in), std::move(out), std::move(attrs));
   }
   void collective(const std::string& name, const std::string& op, std::vector<std::string> in,
-                  std::vector<std::string> out, const Group& group,
-                  nlohmann::json attrs) override {
+                  std::vector<std::string> out, const Group& group, nlohmann::json attrs) override {
     g_.collective(name, op, std::move(in), std::move(out), group.ranks, std::move(attrs));
   }
   void send(const std::string& name, const Coord& from, const Coord& to, const std::string& in,
@@ -92,8 +91,7 @@ class CompactGraph : public Graph {
     g_.op(name, op, std::move(in), std::move(out), std::move(attrs), when_);
   }
   void collective(const std::string& name, const std::string& op, std::vector<std::string> in,
-                  std::vector<std::string> out, const Group& group,
-                  nlohmann::json attrs) override {
+                  std::vector<std::string> out, const Group& group, nlohmann::json attrs) override {
     if (in.size() != 1 || out.size() != 1 || !group.ranks.empty())
       throw std::logic_error("planner internal error: compact collective '" + name +
                              "' is not one member's in and out over axes");

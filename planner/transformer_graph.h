@@ -65,8 +65,7 @@ class Graph {
   // In the compact form `in` and `out` hold one member's tensor.
   virtual void collective(const std::string& name, const std::string& op,
                           std::vector<std::string> in, std::vector<std::string> out,
-                          const Group& group,
-                          nlohmann::json attrs = nlohmann::json::object()) = 0;
+                          const Group& group, nlohmann::json attrs = nlohmann::json::object()) = 0;
   // A pipeline send from `from`'s rank to `to`'s (which differ in stage only).
   virtual void send(const std::string& name, const Coord& from, const Coord& to,
                     const std::string& in, const std::string& out) = 0;

@@ -129,9 +129,8 @@ size_t size_of(const nlohmann::json& plan) {
 TEST(TransformerCompact, SizeDoesNotDependOnDpTpOrMicrobatches) {
   auto near = [](size_t a, size_t b) { return (a > b ? a - b : b - a) * 100 <= a; };  // 1%
   const nlohmann::json ref = compact_8b(2, 2, 2, 4);
-  for (const nlohmann::json& other :
-       {compact_8b(64, 2, 2, 4), compact_8b(2, 8, 2, 4), compact_8b(2, 2, 2, 16),
-        compact_8b(64, 8, 2, 16)}) {
+  for (const nlohmann::json& other : {compact_8b(64, 2, 2, 4), compact_8b(2, 8, 2, 4),
+                                      compact_8b(2, 2, 2, 16), compact_8b(64, 8, 2, 16)}) {
     EXPECT_PRED2(near, size_of(ref), size_of(other)) << other["name"];
     EXPECT_EQ(templates(ref), templates(other)) << other["name"];
   }
@@ -145,8 +144,7 @@ void expect_refused(planner::PlanConfig c, const std::string& flag) {
     planner::generate_plan("llama3-tiny", c);
     ADD_FAILURE() << "accepted; expected a refusal naming " << flag;
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("--compact does not support " + flag),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("--compact does not support " + flag), std::string::npos)
         << e.what();
   }
 }
