@@ -92,4 +92,31 @@ std::string all_of(std::initializer_list<std::string> parts) {
   return s;
 }
 
+namespace {
+
+std::string in(const Site::Range& r) {
+  const std::string lo = std::to_string(r.lo), hi = std::to_string(r.hi);
+  return r.lo == r.hi ? r.axis + " == " + lo : r.axis + " >= " + lo + " && " + r.axis + " <= " + hi;
+}
+
+}  // namespace
+
+std::string Site::inside() const {
+  std::string s;
+  for (const Range& r : ranges) s = all_of({s, in(r)});
+  return s;
+}
+
+std::vector<std::string> Site::outside() const {
+  std::vector<std::string> pieces;
+  std::string prefix;
+  for (const Range& r : ranges) {
+    if (r.lo > 0) pieces.push_back(all_of({prefix, r.axis + " < " + std::to_string(r.lo)}));
+    if (r.hi < r.size - 1)
+      pieces.push_back(all_of({prefix, r.axis + " > " + std::to_string(r.hi)}));
+    prefix = all_of({prefix, in(r)});
+  }
+  return pieces;
+}
+
 }  // namespace shardproof::planner

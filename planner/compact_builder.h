@@ -72,4 +72,19 @@ class CompactBuilder {
 // "a && b", skipping empty parts.
 std::string all_of(std::initializer_list<std::string> parts);
 
+// The coordinates a bug is limited to: each listed axis (of `size`) in
+// [lo, hi]. An injected bug is written as the buggy template under inside()
+// beside the correct one under each piece of outside().
+struct Site {
+  struct Range {
+    std::string axis;
+    int64_t lo, hi, size;
+  };
+  std::vector<Range> ranges;
+
+  std::string inside() const;
+  // Disjoint conjunctions that cover everything else (conditions have no ||).
+  std::vector<std::string> outside() const;
+};
+
 }  // namespace shardproof::planner
