@@ -181,6 +181,8 @@ class Builder {
   std::string constant(const Coord& x, const std::string& name, const Shape& shape,
                        nlohmann::json value, const std::string& dtype);
   Group tp_group(const Coord& x) const;
+  // x's rank alone (a collective that each member runs by itself).
+  Group solo_group(const Coord& x) const;
   Group cp_group(const Coord& x) const;
   Group dp_cp_group(const Coord& x) const;
   void collective(const std::string& name, const std::string& op, std::vector<std::string> in,
@@ -207,15 +209,27 @@ class Builder {
                             int seq_dim);
 
   // --- transformer_bugs.cpp: where the catalogue's bugs hook in.
+  // Where a bug fires: nowhere, everywhere (always so in v1, where the
+  // coordinates are known), or (compact) on the coordinates `at` lists.
+  struct BugSite {
+    bool fires = false;
+    Site at = {};
+  };
+  // The coordinates of x where d and c are 0, m is `m` and (t0) t is 0.
+  BugSite site_at(const Coord& x, int m = 0, bool t0 = false) const;
+  // Writes emit(true) where the bug fires and emit(false) elsewhere (in the
+  // compact form: once per disjoint condition).
+  void branch(const BugSite& site, const std::function<void(bool buggy)>& emit);
   // How the tp reduction at `site` is corrupted at x: "" (not), "skip",
-  // "mean" or "double".
-  std::string tp_sum_bug(const std::string& site, const Coord& x) const;
+  // "mean" or "double", and where.
+  std::pair<std::string, BugSite> tp_sum_bug(const std::string& site, const Coord& x) const;
   // How the sequence-parallel all-gather of `name` is corrupted: "", "order", "dim".
   std::string gather_bug(const std::string& name, const Coord& x) const;
   struct Param;
-  // "skip" or "mean" for the dp gradient sync of piece p at x, else "".
-  std::string dp_sync_bug(const Param& p, const Coord& x) const;
-  bool send_bug(const std::string& name, const Coord& from) const;
+  // "skip" or "mean" for the dp gradient sync of piece p at x (its first
+  // member), else "", and where.
+  std::pair<std::string, BugSite> dp_sync_bug(const Param& p, const Coord& x) const;
+  BugSite send_bug(const std::string& name, const Coord& from) const;
   std::string send_bug_source(const std::string& name, const Coord& from) const;
   // The token count the loss is normalised by (B*S unless a bug says otherwise).
   int64_t loss_token_count(const Coord& x) const;

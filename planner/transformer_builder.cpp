@@ -165,6 +165,10 @@ Group Builder::tp_group(const Coord& x) const {
   return group;
 }
 
+Group Builder::solo_group(const Coord& x) const {
+  return sym() ? Group::along({}) : Group{rank(x)};
+}
+
 Group Builder::cp_group(const Coord& x) const {
   if (sym()) return Group::along({"cp"});
   std::vector<int> group;
@@ -220,39 +224,46 @@ void Builder::tp_sum(Coord x, const std::string& name, const Shape& full, Spec s
 
   x.t = 0;
   const std::string op_name = at(x, name + (scatter ? ".tp_reduce_scatter" : ".tp_all_reduce"));
-  nlohmann::json attrs = {{"reduce", "sum"}};
-  std::string kind = tp_sum_bug(site, x);
-  if (kind == "mean") attrs["reduce"] = "mean";
-  if (kind == "skip") {
-    // Each rank goes on with its own part (a one-rank group per tp rank).
-    for (int t = 0; t < s.tp; ++t) {
-      if (scatter) {
-        x.t = t;
-        op(x, name + ".sp_local_slice", "slice", {parts[t]}, {outs[t]},
-           {{"dim", seq_dim},
-            {"start", t * (g.shape(parts[t])[seq_dim] / s.tp)},
-            {"end", (t + 1) * (g.shape(parts[t])[seq_dim] / s.tp)}});
-      } else {
-        collective(op_name + ".solo" + str(t), "all_reduce", {parts[t]}, {outs[t]},
-                   {tp_group(x).ranks[t]}, attrs);
-      }
+  const auto hook = tp_sum_bug(site, x);
+  branch(hook.second, [&](bool buggy) {
+    const std::string kind = buggy ? hook.first : "";
+    nlohmann::json attrs = {{"reduce", kind == "mean" ? "mean" : "sum"}};
+    // A tp rank's element of parts / outs (the compact form has one).
+    auto of = [&](const Coord& xt) { return sym() ? size_t(0) : size_t(int(xt.t)); };
+    if (kind == "skip") {
+      // Each rank goes on with its own part (a one-rank group per tp rank).
+      each_tp(x, [&](const Coord& xt) {
+        const size_t k = of(xt);
+        if (scatter) {
+          const int64_t piece = g.shape(parts[k])[seq_dim] / s.tp;
+          op(xt, name + ".sp_local_slice", "slice", {parts[k]}, {outs[k]},
+             {{"dim", seq_dim},
+              {"start", (Aff(xt.t) * piece).attr()},
+              {"end", (Aff(xt.t) * piece + piece).attr()}});
+        } else {
+          collective(op_name + ".solo" + xt.t.text(), "all_reduce", {parts[k]}, {outs[k]},
+                     solo_group(xt), attrs);
+        }
+      });
+      return;
     }
-    return;
-  }
-  if (kind == "double" && !scatter) {
-    // Reduced twice: the second all-reduce sums tp copies of the sum.
-    std::vector<std::string> once;
-    each_tp(x, [&](const Coord& xt) { once.push_back(scratch(xt, name + ".once", g.shape(outs[xt.t]))); });
-    collective(op_name + ".first", "all_reduce", parts, once, tp_group(x), attrs);
-    collective(op_name, "all_reduce", once, outs, tp_group(x), attrs);
-    return;
-  }
-  if (scatter) {
-    attrs["dim"] = seq_dim;
-    collective(op_name, "reduce_scatter", parts, outs, tp_group(x), attrs);
-  } else {
-    collective(op_name, "all_reduce", parts, outs, tp_group(x), attrs);
-  }
+    if (kind == "double" && !scatter) {
+      // Reduced twice: the second all-reduce sums tp copies of the sum.
+      std::vector<std::string> once;
+      each_tp(x, [&](const Coord& xt) {
+        once.push_back(scratch(xt, name + ".once", g.shape(outs[of(xt)])));
+      });
+      collective(op_name + ".first", "all_reduce", parts, once, tp_group(x), attrs);
+      collective(op_name, "all_reduce", once, outs, tp_group(x), attrs);
+      return;
+    }
+    if (scatter) {
+      attrs["dim"] = seq_dim;
+      collective(op_name, "reduce_scatter", parts, outs, tp_group(x), attrs);
+    } else {
+      collective(op_name, "all_reduce", parts, outs, tp_group(x), attrs);
+    }
+  });
 }
 
 std::string Builder::gather_seq(const Coord& x, const std::string& name, const Shape&, Spec,

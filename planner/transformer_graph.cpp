@@ -100,7 +100,7 @@ class CompactGraph : public Graph {
   }
   void send(const std::string& name, const Coord& from, const Coord& to, const std::string& in,
             const std::string& out) override {
-    g_.select(program_of({in}, {}));
+    g_.select(size_t(from.p));
     g_.send(name, in, out, {{"pp", to.p - from.p}}, when_);
   }
   bool has_tensor(const std::string& name) const override { return tensors_.count(name) > 0; }

@@ -17,10 +17,11 @@ const Spec kRow = {Ax::Batch, Ax::Seq, Ax::Full};
 
 void Builder::send(const Coord& from, const Coord& to, const std::string& name, const Shape& full,
                    const Spec& spec) {
-  std::string src = at(from, name);
-  if (send_bug(name, from)) src = send_bug_source(name, from);
   std::string dst = act(to, name, full, spec);
-  g.send(at(from, name + ".send"), from, to, src, dst);
+  branch(send_bug(name, from), [&](bool buggy) {
+    const std::string src = buggy ? send_bug_source(name, from) : at(from, name);
+    g.send(at(from, name + ".send"), from, to, src, dst);
+  });
 }
 
 // Masks ids outside [lo, hi) of this rank's vocabulary block: returns the
@@ -30,10 +31,13 @@ std::pair<std::string, std::string> Builder::owned_ids(const Coord& x, const std
                                                        const std::string& ids) {
   const Shape shape = g.shape(ids);
   const Aff lo = Aff(x.t) * (s.V / s.tp);
-  Aff hi = lo + s.V / s.tp;
-  if (prefix == "emb.ids" && fires("vocab-range-off-by-one", -1, x) && x.t == 0) hi = hi - 1;
+  const Aff hi = lo + s.V / s.tp;
   std::string lo_c = constant(x, prefix + ".lo", shape, lo.attr(), "i64");
-  std::string hi_c = constant(x, prefix + ".hi", shape, hi.attr(), "i64");
+  const bool off = prefix == "emb.ids" && s.bug("vocab-range-off-by-one");
+  std::string hi_c;
+  branch(off ? site_at(x, 0, true) : BugSite{}, [&](bool buggy) {
+    hi_c = constant(x, prefix + ".hi", shape, (buggy ? hi - 1 : hi).attr(), "i64");
+  });
   std::string zero = constant(x, prefix + ".zero", shape, 0, "i64");
   std::string ge = scratch(x, prefix + ".ge", shape, "bool");
   op(x, prefix + ".ge", "ge", {ids, lo_c}, {ge});
@@ -137,15 +141,20 @@ void Builder::head_forward_backward(Coord x0) {
         in.push_back(at(x, name + ".local"));
         out.push_back(act(x, name, row, kRow));
       });
-      if (name == "ce.max" && fires("ce-max-not-reduced", -1, xc)) {
+      const bool solo = name == "ce.max" && s.bug("ce-max-not-reduced");
+      branch(solo ? site_at(xc) : BugSite{}, [&](bool buggy) {
+        if (!buggy) {
+          collective(at(xc, name + ".tp_all_reduce"), "all_reduce", in, out, tp_group(xc),
+                     {{"reduce", reduce}});
+          return;
+        }
         // Each rank keeps its own shard's max.
-        for (int t = 0; t < s.tp; ++t)
-          collective(at(xc, name + ".tp_all_reduce.solo" + std::to_string(t)), "all_reduce",
-                     {in[t]}, {out[t]}, {tp_group(xc).ranks[t]}, {{"reduce", reduce}});
-        continue;
-      }
-      collective(at(xc, name + ".tp_all_reduce"), "all_reduce", in, out, tp_group(xc),
-                 {{"reduce", reduce}});
+        each_tp(xc, [&](const Coord& x) {
+          const size_t k = sym() ? 0 : size_t(int(x.t));
+          collective(at(xc, name + ".tp_all_reduce.solo" + x.t.text()), "all_reduce", {in[k]},
+                     {out[k]}, solo_group(x), {{"reduce", reduce}});
+        });
+      });
     }
   };
 

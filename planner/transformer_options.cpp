@@ -53,20 +53,18 @@ void Builder::output_projection(const Coord& x, int i, const std::string& out) {
   };
   auto without_bias = [&] { op(x, l + ".wo.matmul", "matmul", {ctx, wo}, {out}); };
   if (!s.c.bias) return without_bias();
-  if (sym()) {
-    // Only tp rank 0 adds the bias.
-    {
-      Graph::When first(g, "tp == 0");
-      with_bias();
-    }
-    if (s.tp > 1) {
-      Graph::When rest(g, "tp >= 1");
-      without_bias();
-    }
-    return;
+  // Only tp rank 0 adds the bias, unless the bug has every rank add it.
+  const BugSite every = s.bug("bias-on-every-rank") && i == s.bug_layer() ? site_at(x) : BugSite{};
+  auto rest = [&] { branch(every, [&](bool buggy) { buggy ? with_bias() : without_bias(); }); };
+  if (!sym()) return x.t == 0 ? with_bias() : rest();
+  {
+    Graph::When first(g, "tp == 0");
+    with_bias();
   }
-  if (x.t == 0 || fires("bias-on-every-rank", i, x)) return with_bias();
-  without_bias();
+  if (s.tp > 1) {
+    Graph::When others(g, "tp >= 1");
+    rest();
+  }
 }
 
 void Builder::bias_backward(int i, Coord x0) {

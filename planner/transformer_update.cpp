@@ -219,22 +219,31 @@ void Builder::declare(const Coord& x, const std::string& local, const std::strin
 
 void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::string>& in,
                       const std::vector<std::string>& out, const Group& group) {
-  nlohmann::json attrs = {{"reduce", "sum"}};
   const std::string name = at_rank(x, grad(p.local) + ".dp");
-  const std::string bug = dp_sync_bug(p, x);
-  if (bug == "mean") attrs["reduce"] = "mean";
-  if (bug == "skip") {
-    for (size_t k = 0; k < in.size(); ++k)
-      collective(name + "_all_reduce.solo" + str(int64_t(k)), "all_reduce", {in[k]}, {out[k]},
-                 {group.ranks[k]}, attrs);
-    return;
-  }
-  if (s.zero == 2) {
-    attrs["dim"] = 0;
-    collective(name + "_reduce_scatter", "reduce_scatter", in, out, group, attrs);
-  } else {
-    collective(name + "_all_reduce", "all_reduce", in, out, group, attrs);
-  }
+  const auto hook = dp_sync_bug(p, x);
+  branch(hook.second, [&](bool buggy) {
+    const std::string bug = buggy ? hook.first : "";
+    nlohmann::json attrs = {{"reduce", bug == "mean" ? "mean" : "sum"}};
+    if (bug == "skip") {
+      // Each member by itself; in the compact form the one member template
+      // runs on every dp rank (cp is 1 there).
+      if (sym()) {
+        collective(name + "_all_reduce.solo" + Ix::axis("dp").text(), "all_reduce", in, out,
+                   Group::along({}), attrs);
+        return;
+      }
+      for (size_t k = 0; k < in.size(); ++k)
+        collective(name + "_all_reduce.solo" + str(int64_t(k)), "all_reduce", {in[k]}, {out[k]},
+                   {group.ranks[k]}, attrs);
+      return;
+    }
+    if (s.zero == 2) {
+      attrs["dim"] = 0;
+      collective(name + "_reduce_scatter", "reduce_scatter", in, out, group, attrs);
+    } else {
+      collective(name + "_all_reduce", "all_reduce", in, out, group, attrs);
+    }
+  });
 }
 
 // The optimizer on one rank's piece (or, under ZeRO, on its shard, then the

@@ -23,7 +23,9 @@ std::string compact_unsupported(const Layout& s) {
   if (s.sp) return "--sp";
   if (s.zero > 0) return "--zero";
   if (s.tie) return "--tie-embeddings";
-  if (!s.c.bug.empty()) return "--bug";
+  // A gather in reverse rank order: the compact form orders a group's
+  // members by their coordinates.
+  if (s.c.bug == "reshard-gather-order") return "--bug " + s.c.bug;
   // A kv head shared by several tp ranks is head t / replicas: not affine.
   if (s.tp > s.NKV) return "tp (" + str(s.tp) + ") above the kv heads (" + str(s.NKV) + ")";
   return "";
