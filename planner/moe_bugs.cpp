@@ -147,10 +147,10 @@ std::string Builder::moe_tp_sum_bug(const std::string& site, const Coord& x) con
 }
 
 std::string Builder::moe_dp_sync_bug(const Param& p, const Coord& x) const {
-  if (!s.moe() || x.t != 0) return "";
+  if (!s.moe()) return "";
   const std::string ref = layer(s.moe_bug_layer()) + ".moe";
-  if (s.bug("router-grad-not-synced") && p.local == ref + ".wr") return "skip";
-  if (s.bug("expert-grad-not-synced") && p.local == ref + ".wg") return "skip";
+  if (s.bug("router-grad-not-synced") && p.local == ref + ".wr" && x.t == 0) return "skip";
+  if (s.bug("expert-grad-not-synced") && p.local == ref + ".wg" && x.t == 0) return "skip";
   return "";
 }
 

@@ -47,12 +47,11 @@ void Builder::declare_moe_params(int i) {
 void Builder::moe_inputs() {
   for (int i = 0; i < s.L; ++i) {
     if (!s.moe_layer(i)) continue;
-    for (int d = 0; d < s.dp; ++d)
-      for (int t = 0; t < s.tp; ++t)
-        for (int m = 0; m < s.mb; ++m) {
-          Coord x{d, 0, t, s.stage_of(i), m};
-          add_input(act(x, layer(i) + ".moe.dispatch", {s.B, s.S, s.E, s.C}, kSlots));
-        }
+    for (Coord x : devices(s.stage_of(i)))
+      for (const Ix& m : microbatches()) {
+        x.m = m;
+        add_input(act(x, layer(i) + ".moe.dispatch", {s.B, s.S, s.E, s.C}, kSlots));
+      }
   }
 }
 
@@ -71,16 +70,16 @@ std::string Builder::token_side(const Coord& x, const std::string& name) const {
 void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts) {
   if (s.ep == 1) return;
   const Shape full = {s.B, s.E, s.C, s.H};
-  for (x0.t = 0; x0.t < s.tp; ++x0.t) {
+  each_tp(x0, [&](const Coord& xt) {
     std::vector<std::string> in, out;
-    for (Coord x = x0; x.d < s.dp; ++x.d) {
+    each_dp(xt, [&](const Coord& x) {
       in.push_back(at(x, name));
       out.push_back(to_experts ? claim(x, expert_side(x, name), name, full, expert_spec(Ax::Full))
                                : claim(x, token_side(x, name), name, full, kSlots));
-    }
-    Coord xg = x0;
+    });
+    Coord xg = xt;
     xg.d = 0;
-    std::vector<int> group = dp_cp_group(xg).ranks;
+    Group group = dp_cp_group(xg);
     // To the owners: expert blocks out, sequences in; back: the reverse.
     nlohmann::json attrs = {{"split_dim", to_experts ? 1 : 0}, {"concat_dim", to_experts ? 0 : 1}};
     const std::string op_name = at(xg, name + (to_experts ? ".ep_dispatch" : ".ep_combine"));
@@ -90,7 +89,7 @@ void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts)
       // dp-1-r, concatenated in reverse expert order.
       std::reverse(in.begin(), in.end());
       std::reverse(out.begin(), out.end());
-      std::reverse(group.begin(), group.end());
+      std::reverse(group.ranks.begin(), group.ranks.end());
     }
     if (to_experts && moe_fires("all-to-all-dims-swapped", -1, xg) && xg.t == 0 &&
         name == layer(s.moe_bug_layer()) + ".moe.xin") {
@@ -107,10 +106,10 @@ void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts)
       for (Coord x = xg; x.d < s.dp; ++x.d)
         op(x, name + ".ep_view", "reshape", {wrong[x.d]}, {out[x.d]},
            {{"shape", g.shape(out[x.d])}});
-      continue;
+      return;
     }
     collective(op_name, "all_to_all", in, out, group, attrs);
-  }
+  });
 }
 
 void Builder::moe_forward(int i, Coord x0) {
@@ -119,8 +118,7 @@ void Builder::moe_forward(int i, Coord x0) {
   const Shape flat = {s.B, s.E * s.C, s.H}, mask = {s.B, s.S, s.E, s.C};
   const Spec resid_spec = {Ax::Batch, Ax::SeqSp, Ax::Full};
   auto each_dp_tp = [&](const std::function<void(const Coord&)>& f) {
-    for (Coord x = x0; x.d < s.dp; ++x.d)
-      for (x.t = 0; x.t < s.tp; ++x.t) f(x);
+    each_dp(x0, [&](const Coord& x) { each_tp(x, f); });
   };
 
   // Router, combine weights and the token slots, on the tokens' rank.
@@ -159,11 +157,12 @@ void Builder::moe_forward(int i, Coord x0) {
     std::string mid = act(x, m + ".mid", ffn, expert_spec(Ax::Tp));
     op(x, m + ".mid", "mul", {a, up}, {mid});
   });
-  for (Coord x = x0; x.d < s.dp; ++x.d)
+  each_dp(x0, [&](const Coord& x) {
     tp_sum(x, m + ".out", slots, expert_spec(Ax::Full), -1, m + ".out",
            [&](const Coord& xt, const std::string& out) {
              op(xt, m + ".down", "matmul", {at(xt, m + ".mid"), weight(xt, m + ".wd")}, {out});
            });
+  });
   moe_all_to_all(x0, m + ".out", false);
 
   // Shared expert (Megatron MLP) and the combine, on the tokens' rank.
@@ -188,11 +187,12 @@ void Builder::moe_forward(int i, Coord x0) {
     std::string y = act(x, m + ".y", hs, kRow);
     op(x, m + ".combine", "matmul", {cw2, out2}, {y});
   });
-  for (Coord x = x0; x.d < s.dp; ++x.d)
+  each_dp(x0, [&](const Coord& x) {
     tp_sum(x, m + ".shared", hs, kRow, 1, m + ".shared",
            [&](const Coord& xt, const std::string& out) {
              op(xt, m + ".sdown", "matmul", {at(xt, m + ".smid"), weight(xt, m + ".wsd")}, {out});
            });
+  });
   each_dp_tp([&](const Coord& x) {
     std::string sum = act(x, l + ".mlp", hs, kRow);
     std::string shared = at(x, m + ".shared");
@@ -207,7 +207,7 @@ void Builder::moe_forward(int i, Coord x0) {
     std::string next = resid_out(x, i + 1);
     op(x, l + ".mlp.residual", "add", {at(x, l + ".h"), sum}, {next});
   });
-  for (Coord x = x0; x.d < s.dp; ++x.d) reshard_resid(x, i + 1);
+  each_dp(x0, [&](const Coord& x) { reshard_resid(x, i + 1); });
 }
 
 }  // namespace shardproof::planner::transformer

@@ -191,6 +191,8 @@ class Builder {
   // Runs `local(x)` for every tp rank of x's group.
   void each_tp(Coord x, const std::function<void(const Coord&)>& local);
   void each_cp_tp(Coord x, const std::function<void(const Coord&)>& local);
+  // Runs `local(x)` for every dp rank (the MoE lockstep).
+  void each_dp(Coord x, const std::function<void(const Coord&)>& local);
 
   // A sum over the tp group: `produce(x, out)` writes part t of tp of logical
   // `name` (full shape `full`, cut as `spec` with `seq_dim` being Seq) into

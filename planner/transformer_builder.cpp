@@ -200,6 +200,15 @@ void Builder::each_tp(Coord x, const std::function<void(const Coord&)>& local) {
   for (x.t = 0; x.t < s.tp; ++x.t) local(x);
 }
 
+void Builder::each_dp(Coord x, const std::function<void(const Coord&)>& local) {
+  if (sym()) {
+    x.d = Ix::axis("dp");
+    local(x);
+    return;
+  }
+  for (x.d = 0; x.d < s.dp; ++x.d) local(x);
+}
+
 void Builder::each_cp_tp(Coord x, const std::function<void(const Coord&)>& local) {
   for (x.c = 0; x.c < s.cp; ++x.c) each_tp(x, local);
 }

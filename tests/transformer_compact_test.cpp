@@ -157,6 +157,43 @@ TEST(TransformerCompact, EveryBugFoundWithTheSameFirstFinding) {
   EXPECT_GE(supported, 14);
 }
 
+// The MoE lockstep step: expert all_to_all over the dp axis (ep == dp),
+// experts split over tp, MoE and dense layers on their pipeline stages.
+TEST(TransformerCompact, MoeExpansionIsTheV1PlanOverTheMatrix) {
+  for (int dp : {1, 2})
+    for (int tp : {1, 2})
+      for (int pp : {1, 2})
+        for (int mb : {1, 2, 3}) {
+          planner::PlanConfig c = tiny(2, dp, tp, pp, mb, (dp + tp + mb) % 2);
+          c.ep = dp;
+          expect_same_plan("moe-tiny", c);
+          if (dp == 2 && mb == 2) {
+            c.ep = 1;
+            expect_same_plan("moe-tiny", c);
+          }
+        }
+}
+
+// A dense bug in an MoE plan is written like in a dense one; the MoE bugs
+// are refused by name.
+TEST(TransformerCompact, MoeBugs) {
+  for (const char* bug : {"row-parallel-no-allreduce", "dp-grad-mean-not-sum"}) {
+    planner::PlanConfig c = tiny(2, 2, 2, 1, 2);
+    c.ep = 2;
+    c.bug = bug;
+    expect_same_plan("moe-tiny", c);
+    Report a = testing::verify_json(planner::generate_plan("moe-tiny", c), "v1-bug");
+    Report b = testing::verify_json(planner::generate_plan("moe-tiny", compact(c)), "compact-bug");
+    EXPECT_EQ(b.verdict, Verdict::NotEquivalent) << bug << "\n" << testing::explain(b);
+    EXPECT_EQ(first_finding(a), first_finding(b)) << bug;
+  }
+  planner::PlanConfig c = tiny(2, 2, 1, 1, 1);
+  c.ep = 2;
+  c.bug = "expert-grad-not-synced";
+  c.compact = true;
+  EXPECT_THROW(planner::generate_plan("moe-tiny", c), std::invalid_argument);
+}
+
 nlohmann::json compact_8b(int dp, int tp, int pp, int mb) {
   planner::PlanConfig c = tiny(4, dp, tp, pp, mb);
   c.seq = 8;
@@ -219,9 +256,10 @@ TEST(TransformerCompact, UnsupportedFlagsAreRefusedByName) {
   c.tie_embeddings = true;
   expect_refused(c, "--tie-embeddings");
   expect_refused(tiny(2, 1, 4, 1, 1), "tp (4) above the kv heads (2)");
-  planner::PlanConfig moe = tiny(2, 2, 1, 1, 1);
-  moe.compact = true;
-  EXPECT_THROW(planner::generate_plan("moe-tiny", moe), std::invalid_argument);
+  c = tiny(2, 1, 2, 1, 1);
+  c.reshard_residual = true;
+  c.bug = "reshard-gather-order";
+  expect_refused(c, "--bug reshard-gather-order");
 }
 
 // The frontier plan: Llama-3 405B at full depth on 8,192 devices with 16
@@ -237,6 +275,20 @@ TEST(TransformerCompact, Llama405bOn8192DevicesIsWrittenInAMoment) {
   EXPECT_EQ(plan["parallel"]["programs"].size(), 16u);
   EXPECT_LT(seconds, 30);
   EXPECT_LT(plan.dump().size(), size_t(64) << 20);
+}
+
+// DeepSeek-V3 at full depth, experts over 32 dp ranks, 8 stages.
+TEST(TransformerCompact, DeepSeekV3On2048DevicesIsWrittenInAMoment) {
+  planner::PlanConfig c = testing::transformer_config(0, 32, 8, 8, 16);
+  c.ep = 32;
+  c.compact = true;
+  auto start = std::chrono::steady_clock::now();
+  nlohmann::json plan = planner::generate_plan("deepseek-v3", c);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(plan["meta"]["layers"], 61);
+  EXPECT_EQ(plan["parallel"]["programs"].size(), 8u);
+  EXPECT_LT(seconds, 30);
 }
 
 }  // namespace
