@@ -190,6 +190,8 @@ class Builder {
                   nlohmann::json attrs = nlohmann::json::object());
   // Runs `local(x)` for every tp rank of x's group.
   void each_tp(Coord x, const std::function<void(const Coord&)>& local);
+  // Where x's tp rank is in the lists each_tp fills (the compact form has one).
+  size_t tp_index(const Coord& x) const { return sym() ? 0 : size_t(int(x.t)); }
   void each_cp_tp(Coord x, const std::function<void(const Coord&)>& local);
   // Runs `local(x)` for every dp rank (the MoE lockstep).
   void each_dp(Coord x, const std::function<void(const Coord&)>& local);
@@ -225,8 +227,9 @@ class Builder {
   // How the tp reduction at `site` is corrupted at x: "" (not), "skip",
   // "mean" or "double", and where.
   std::pair<std::string, BugSite> tp_sum_bug(const std::string& site, const Coord& x) const;
-  // How the sequence-parallel all-gather of `name` is corrupted: "", "order", "dim".
-  std::string gather_bug(const std::string& name, const Coord& x) const;
+  // How the sequence-parallel all-gather of `name` is corrupted: "", "order",
+  // "dim", and where.
+  std::pair<std::string, BugSite> gather_bug(const std::string& name, const Coord& x) const;
   struct Param;
   // "skip" or "mean" for the dp gradient sync of piece p at x (its first
   // member), else "", and where.
@@ -343,6 +346,8 @@ class Builder {
   // transformer_update_compact.cpp: the same in the compact form, where the
   // accumulation over micro-batches is one chain of templates.
   void update_piece_compact(const Param& p);
+  // ZeRO: the shard of piece p that x's rank steps (dp * cp shards of dim 0).
+  SymSlice zero_slice(const Param& p, const Coord& x) const;
   // A tensor standing for logical[slice] (part k of n) on x's rank.
   void declare(const Coord& x, const std::string& local, const std::string& logical,
                const SymSlice& slice, Part part = {});

@@ -240,12 +240,12 @@ std::pair<std::string, Builder::BugSite> Builder::tp_sum_bug(const std::string& 
   return {moe, BugSite{!moe.empty()}};
 }
 
-std::string Builder::gather_bug(const std::string& name, const Coord& x) const {
-  const std::string target = layer(s.bug_layer()) + ".an.out";
-  if (name != target) return "";
-  if (fires("sp-allgather-order", -1, x)) return "order";
-  if (fires("sp-allgather-dim", -1, x)) return "dim";
-  return "";
+std::pair<std::string, Builder::BugSite> Builder::gather_bug(const std::string& name,
+                                                             const Coord& x) const {
+  if (name != layer(s.bug_layer()) + ".an.out") return {"", {}};
+  if (s.bug("sp-allgather-order")) return {"order", site_at(x)};
+  if (s.bug("sp-allgather-dim")) return {"dim", site_at(x)};
+  return {"", {}};
 }
 
 std::pair<std::string, Builder::BugSite> Builder::dp_sync_bug(const Param& p,

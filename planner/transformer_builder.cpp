@@ -237,12 +237,10 @@ void Builder::tp_sum(Coord x, const std::string& name, const Shape& full, Spec s
   branch(hook.second, [&](bool buggy) {
     const std::string kind = buggy ? hook.first : "";
     nlohmann::json attrs = {{"reduce", kind == "mean" ? "mean" : "sum"}};
-    // A tp rank's element of parts / outs (the compact form has one).
-    auto of = [&](const Coord& xt) { return sym() ? size_t(0) : size_t(int(xt.t)); };
     if (kind == "skip") {
       // Each rank goes on with its own part (a one-rank group per tp rank).
       each_tp(x, [&](const Coord& xt) {
-        const size_t k = of(xt);
+        const size_t k = tp_index(xt);
         if (scatter) {
           const int64_t piece = g.shape(parts[k])[seq_dim] / s.tp;
           op(xt, name + ".sp_local_slice", "slice", {parts[k]}, {outs[k]},
@@ -260,7 +258,7 @@ void Builder::tp_sum(Coord x, const std::string& name, const Shape& full, Spec s
       // Reduced twice: the second all-reduce sums tp copies of the sum.
       std::vector<std::string> once;
       each_tp(x, [&](const Coord& xt) {
-        once.push_back(scratch(xt, name + ".once", g.shape(outs[of(xt)])));
+        once.push_back(scratch(xt, name + ".once", g.shape(outs[tp_index(xt)])));
       });
       collective(op_name + ".first", "all_reduce", parts, once, tp_group(x), attrs);
       collective(op_name, "all_reduce", once, outs, tp_group(x), attrs);
@@ -291,34 +289,37 @@ void Builder::all_gather_seq_group(Coord x, const std::string& name, const Shape
     out.push_back(claim(xt, at(xt, name) + ".sp", name, full, gathered));
   });
   x.t = 0;
-  Group group = tp_group(x);
-  const std::string kind = gather_bug(name, x);
-  if (kind == "order") {
-    // Gathered in reverse rank order: every input and output keeps its rank.
-    std::reverse(in.begin(), in.end());
-    std::reverse(out.begin(), out.end());
-    std::reverse(group.ranks.begin(), group.ranks.end());
-  }
-  if (kind == "dim") {
-    // Gathered along the hidden dimension into a flat buffer, then viewed as
-    // [batch, seq, hidden]: the rows of the ranks come out interleaved.
-    std::vector<std::string> wide;
-    each_tp(x, [&](const Coord& xt) {
-      Shape sh = g.shape(out[xt.t]);
-      Shape w = g.shape(in[xt.t]);
-      w.back() *= s.tp;
-      wide.push_back(scratch(xt, name + ".sp_wide", w));
-      (void)sh;
-    });
-    collective(at(x, name + ".sp_all_gather"), "all_gather", in, wide, group,
-               {{"dim", int(spec.size()) - 1}});
-    each_tp(x, [&](const Coord& xt) {
-      op(xt, name + ".sp_view", "reshape", {wide[xt.t]}, {out[xt.t]},
-         {{"shape", g.shape(out[xt.t])}});
-    });
-    return;
-  }
-  collective(at(x, name + ".sp_all_gather"), "all_gather", in, out, group, {{"dim", seq_dim}});
+  const auto hook = gather_bug(name, x);
+  branch(hook.second, [&](bool buggy) {
+    const std::string kind = buggy ? hook.first : "";
+    std::vector<std::string> ins = in, outs = out;
+    Group group = tp_group(x);
+    if (kind == "order") {
+      // Gathered in reverse rank order: every input and output keeps its rank
+      // (v1 only: the compact form orders members by their coordinates).
+      std::reverse(ins.begin(), ins.end());
+      std::reverse(outs.begin(), outs.end());
+      std::reverse(group.ranks.begin(), group.ranks.end());
+    }
+    if (kind == "dim") {
+      // Gathered along the hidden dimension into a flat buffer, then viewed as
+      // [batch, seq, hidden]: the rows of the ranks come out interleaved.
+      std::vector<std::string> wide;
+      each_tp(x, [&](const Coord& xt) {
+        Shape w = g.shape(ins[tp_index(xt)]);
+        w.back() *= s.tp;
+        wide.push_back(scratch(xt, name + ".sp_wide", w));
+      });
+      collective(at(x, name + ".sp_all_gather"), "all_gather", ins, wide, group,
+                 {{"dim", int(spec.size()) - 1}});
+      each_tp(x, [&](const Coord& xt) {
+        const size_t k = tp_index(xt);
+        op(xt, name + ".sp_view", "reshape", {wide[k]}, {outs[k]}, {{"shape", g.shape(outs[k])}});
+      });
+      return;
+    }
+    collective(at(x, name + ".sp_all_gather"), "all_gather", ins, outs, group, {{"dim", seq_dim}});
+  });
 }
 
 }  // namespace shardproof::planner::transformer

@@ -68,16 +68,6 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
   // Current gradient tensor per (piece index, rank).
   std::map<std::pair<int, int>, std::string> cur;
   auto coords = [&](const Param& p) { return devices(p.stage); };
-  auto zero_slice = [&](const Param& p, const Coord& x) {
-    SymSlice slice = slice_of(x, p.full, p.spec);
-    const int64_t len = (slice[0].second - slice[0].first).value();
-    if (len % n_dp != 0)
-      throw std::invalid_argument("zero: dp * cp (" + str(n_dp) + ") must divide dim 0 (" +
-                                  str(len) + ") of " + p.local + "'s shard");
-    const int64_t j = int64_t(x.d) * s.cp + x.c;
-    slice[0] = {slice[0].first + j * (len / n_dp), slice[0].first + (j + 1) * (len / n_dp)};
-    return slice;
-  };
   // The tensor a sync step writes: claimed when it is the step's last one.
   auto output = [&](const Param& p, int idx, const Coord& x, const std::string& tag, bool last,
                     const Shape& shape) {
@@ -212,6 +202,18 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
     for (const Coord& x : coords(*pieces[idx])) step(*pieces[idx], x, cur[{int(idx), rank(x)}], zero);
 }
 
+SymSlice Builder::zero_slice(const Param& p, const Coord& x) const {
+  const int n_dp = s.dp * s.cp;
+  SymSlice slice = slice_of(x, p.full, p.spec);
+  const int64_t len = (slice[0].second - slice[0].first).value();
+  if (len % n_dp != 0)
+    throw std::invalid_argument("zero: dp * cp (" + str(n_dp) + ") must divide dim 0 (" +
+                                str(len) + ") of " + p.local + "'s shard");
+  const Aff j = Aff(x.d) * s.cp + x.c;
+  slice[0] = {slice[0].first + j * (len / n_dp), slice[0].first + j * (len / n_dp) + len / n_dp};
+  return slice;
+}
+
 void Builder::declare(const Coord& x, const std::string& local, const std::string& logical,
                       const SymSlice& slice, Part part) {
   g.tensor(x, local, extent(slice), SymClaim{logical, slice, part.k, part.n}, "f32");
@@ -255,12 +257,12 @@ void Builder::step(const Param& p, const Coord& x, const std::string& g_piece, b
   std::string param = w;
   if (zero) {
     const int64_t len = (slice[0].second - slice[0].first).value() / n_dp;
-    const int64_t j = int64_t(x.d) * s.cp + x.c;
-    slice[0] = {slice[0].first + j * len, slice[0].first + (j + 1) * len};
+    const Aff j = Aff(x.d) * s.cp + x.c;
+    slice = zero_slice(p, x);
     param = at_rank(x, p.local + ".shard");
     declare(x, param, p.logical, slice);
     g.op(at_rank(x, p.local + ".shard"), "slice", {w}, {param},
-         {{"dim", 0}, {"start", j * len}, {"end", (j + 1) * len}});
+         {{"dim", 0}, {"start", (j * len).attr()}, {"end", (j * len + len).attr()}});
   }
   auto state = [&](const std::string& suffix, const std::string& logical) {
     const std::string local = at_rank(x, p.local + suffix);
@@ -292,6 +294,17 @@ void Builder::step(const Param& p, const Coord& x, const std::string& g_piece, b
 void Builder::finish_step(const Param& p, const Coord& x, const std::string& next, bool zero) {
   if (!zero) {
     add_output(next);
+    return;
+  }
+  if (sym()) {
+    // One template: the shard of every dp rank, gathered over the dp axis.
+    const std::string out =
+        claim(x, at_rank(x, p.local + ".next"), p.logical + ".next", p.full, p.spec);
+    add_output(out);
+    Coord x0 = x;
+    x0.d = x0.c = 0;
+    collective(at_rank(x0, p.local + ".zero_all_gather"), "all_gather", {next}, {out},
+               dp_cp_group(x), {{"dim", 0}});
     return;
   }
   zero_shards_[{p.local, x.p, x.t}].push_back(next);

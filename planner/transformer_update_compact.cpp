@@ -19,12 +19,11 @@ std::string str(int64_t v) {
 
 std::string compact_unsupported(const Layout& s) {
   if (s.cp > 1) return "--cp";
-  if (s.sp) return "--sp";
-  if (s.zero > 0) return "--zero";
   if (s.tie) return "--tie-embeddings";
   // A gather in reverse rank order: the compact form orders a group's
   // members by their coordinates.
-  if (s.c.bug == "reshard-gather-order") return "--bug " + s.c.bug;
+  for (const char* order : {"reshard-gather-order", "sp-allgather-order", "zero-allgather-order"})
+    if (s.c.bug == order) return "--bug " + s.c.bug;
   // The MoE bugs' sites are not written as conditions yet.
   for (const BugSpec& b : moe_bug_table())
     if (s.c.bug == b.info.name) return "--bug " + s.c.bug + " (an MoE bug)";
@@ -48,54 +47,93 @@ void Builder::update_piece_compact(const Param& p) {
     return at(xm, whats[0]);
   };
   const Shape shape = g.shape(term(mb));
-  const bool sync_dp = s.dp * s.cp > 1 && dp_replicated(p);
-  auto claimed = [&](const std::string& local) {
-    declare(x, local, grad(p.logical), slice_of(x, p.full, p.spec));
+  const int n_dp = s.dp * s.cp;
+  const bool sync_sp = s.sp && p.full.size() == 1;  // norm weights saw their tokens only
+  const bool sync_dp = n_dp > 1 && dp_replicated(p);
+  const bool zero = s.zero > 0 && sync_dp;
+  // The tensor a step writes: claimed when it is the last one (as in update_piece).
+  auto output = [&](const std::string& tag, bool last, const Shape& sh) {
+    const std::string local = at_rank(x, grad(p.local) + "." + tag);
+    if (last)
+      declare(x, local, grad(p.logical), zero ? zero_slice(p, x) : slice_of(x, p.full, p.spec));
+    else
+      g.tensor(x, local, sh, std::nullopt, "f32");
+    return local;
   };
-  auto plain = [&](const std::string& local) { g.tensor(x, local, shape, std::nullopt, "f32"); };
 
-  const std::string acc = at_rank(x, grad(p.local) + ".acc");
+  const bool accumulated = !sync_sp && !sync_dp;
+  const std::string acc = grad(p.local) + ".acc";
   std::string cur;
   if (s.mb == 1) {
     cur = term(0);
-    if (!sync_dp) {
-      claimed(acc);
-      g.op(acc, "scale", {cur}, {acc}, {{"factor", 1}});
-      cur = acc;
+    if (accumulated) {
+      output("acc", true, shape);
+      g.op(at_rank(x, acc), "scale", {cur}, {at_rank(x, acc)}, {{"factor", 1}});
+      cur = at_rank(x, acc);
     }
   } else {
     // acc{k} = acc{k-1} + term{k} for k >= 1, where acc{0} is term{0}.
     const int M = s.mb;
-    const std::string link = acc + mb.text(), before = acc + Ix::axis("mb", -1).text();
+    const Ix prev = Ix::axis("mb", -1);
+    const std::string link = at_rank(x, acc) + mb.text(), before = at_rank(x, acc) + prev.text();
     if (M >= 3) {
       Graph::When middle(g, "mb >= 1 && mb <= " + str(M - 2));
-      plain(link);
+      output("acc" + mb.text(), false, shape);
     }
     {
       Graph::When final(g, "mb == " + str(M - 1));
-      sync_dp ? plain(link) : claimed(link);
+      output("acc" + mb.text(), accumulated, shape);
     }
     {
       Graph::When first(g, "mb == 1");
-      g.op(link, "add", {term(Ix::axis("mb", -1)), term(mb)}, {link});
+      g.op(link, "add", {term(prev), term(mb)}, {link});
     }
     if (M >= 3) {
       Graph::When later(g, "mb >= 2");
       g.op(link, "add", {before, term(mb)}, {link});
     }
-    cur = acc + str(M - 1);
+    cur = at_rank(x, acc) + str(M - 1);
+  }
+
+  // Sequence parallel: each tp rank summed only its own tokens.
+  if (sync_sp) {
+    Coord first = x;  // collectives are named at their first member
+    first.t = 0;
+    const std::string out = output("sp", !sync_dp, shape);
+    const std::string name = at_rank(first, grad(p.local) + ".sp_all_reduce");
+    const bool bug =
+        s.bug("sp-norm-grad-not-reduced") && p.local == layer(s.bug_layer()) + ".an.w";
+    branch(bug ? site_at(first) : BugSite{}, [&](bool buggy) {
+      if (buggy)
+        collective(name + ".solo" + x.t.text(), "all_reduce", {cur}, {out}, solo_group(x));
+      else
+        collective(name, "all_reduce", {cur}, {out}, tp_group(x));
+    });
+    cur = out;
   }
 
   if (sync_dp) {
-    const std::string out = at_rank(x, grad(p.local) + ".dp");
-    claimed(out);
-    Coord first = x;  // the collective is named at its first member
+    Shape sh = shape;
+    if (s.zero == 2) sh[0] /= n_dp;
+    const std::string out = output(zero ? "dp_shard" : "dp", s.zero != 1, sh);
+    Coord first = x;
     first.d = 0;
     first.c = 0;
     dp_sync(p, first, {cur}, {out}, dp_cp_group(x));
     cur = out;
   }
-  step(p, x, cur, false);
+  // ZeRO-1: every rank has the whole sum and keeps its own shard.
+  if (zero && s.zero == 1) {
+    Shape sh = shape;
+    const int64_t len = sh[0] / n_dp;
+    sh[0] = len;
+    const std::string shard = output("shard", true, sh);
+    const Aff j = Aff(x.d) * s.cp + x.c;
+    g.op(at_rank(x, grad(p.local) + ".shard"), "slice", {cur}, {shard},
+         {{"dim", 0}, {"start", (j * len).attr()}, {"end", (j * len + len).attr()}});
+    cur = shard;
+  }
+  step(p, x, cur, zero);
 }
 
 }  // namespace shardproof::planner::transformer
