@@ -50,6 +50,11 @@ nlohmann::json Aff::attr() const {
   return {{"expr", expr()}};
 }
 
+std::string Aff::text() const {
+  if (constant()) return std::to_string(c_);
+  return "{" + expr().get<std::string>() + "}";
+}
+
 Aff Aff::operator+(const Aff& o) const {
   Aff r = *this;
   r.c_ += o.c_;

@@ -52,6 +52,8 @@ class Aff {
   nlohmann::json expr() const;
   // As an attribute: the integer, or {"expr": E}.
   nlohmann::json attr() const;
+  // In a name: the digits, or a template hole "{dp*2 + cp}".
+  std::string text() const;
 
   Aff operator+(const Aff& o) const;
   Aff operator-(const Aff& o) const { return *this + o * -1; }

@@ -192,6 +192,7 @@ class Builder {
   void each_tp(Coord x, const std::function<void(const Coord&)>& local);
   // Where x's tp rank is in the lists each_tp fills (the compact form has one).
   size_t tp_index(const Coord& x) const { return sym() ? 0 : size_t(int(x.t)); }
+  void each_cp(Coord x, const std::function<void(const Coord&)>& local);
   void each_cp_tp(Coord x, const std::function<void(const Coord&)>& local);
   // Runs `local(x)` for every dp rank (the MoE lockstep).
   void each_dp(Coord x, const std::function<void(const Coord&)>& local);

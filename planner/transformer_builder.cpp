@@ -39,7 +39,7 @@ std::string Builder::at(const Coord& x, const std::string& name) const {
 }
 
 std::vector<Coord> Builder::devices(int p) const {
-  if (sym()) return {Coord{Ix::axis("dp"), 0, Ix::axis("tp"), p, 0}};
+  if (sym()) return {Coord{Ix::axis("dp"), s.cp > 1 ? Ix::axis("cp") : Ix(0), Ix::axis("tp"), p, 0}};
   std::vector<Coord> out;
   for (int d = 0; d < s.dp; ++d)
     for (int c = 0; c < s.cp; ++c)
@@ -209,8 +209,17 @@ void Builder::each_dp(Coord x, const std::function<void(const Coord&)>& local) {
   for (x.d = 0; x.d < s.dp; ++x.d) local(x);
 }
 
+void Builder::each_cp(Coord x, const std::function<void(const Coord&)>& local) {
+  if (sym() && s.cp > 1) {
+    x.c = Ix::axis("cp");
+    local(x);
+    return;
+  }
+  for (x.c = 0; x.c < s.cp; ++x.c) local(x);
+}
+
 void Builder::each_cp_tp(Coord x, const std::function<void(const Coord&)>& local) {
-  for (x.c = 0; x.c < s.cp; ++x.c) each_tp(x, local);
+  each_cp(x, [&](const Coord& xc) { each_tp(xc, local); });
 }
 
 void Builder::tp_sum(Coord x, const std::string& name, const Shape& full, Spec spec, int seq_dim,

@@ -76,8 +76,7 @@ std::string Builder::onehot(const Coord& x, const std::string& name, const std::
 
 void Builder::embedding_forward(Coord x0) {
   const Shape hs = {s.B, s.S, s.H};
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    tp_sum(x0, resid(0), hs, kRow, 1, "embedding", [&](const Coord& x, const std::string& out) {
+  each_cp(x0, [&](const Coord& xc) { tp_sum(xc, resid(0), hs, kRow, 1, "embedding", [&](const Coord& x, const std::string& out) {
       const std::string ids = at(x, "tokens");
       if (s.tp == 1) {
         op(x, "embedding", "embedding", {ids, weight(x, "emb")}, {out});
@@ -91,12 +90,12 @@ void Builder::embedding_forward(Coord x0) {
       std::string own3 = scratch(x, "emb.own3", col);
       op(x, "emb.own3", "reshape", {ownf}, {own3}, {{"shape", col}});
       op(x, "emb.mask", "mul", {rows, own3}, {out});
-    });
+    }); });
 }
 
 void Builder::embedding_backward(Coord x0) {
   const Shape hs = {s.B, s.S, s.H};
-  for (x0.c = 0; x0.c < s.cp; ++x0.c) all_gather_seq_group(x0, grad(resid(0)), hs, kResid, 1);
+  each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, grad(resid(0)), hs, kResid, 1); });
   x0.c = 0;
   each_cp_tp(x0, [&](const Coord& x) {
     const std::string gx = gather_seq(x, grad(resid(0)), hs, kResid, 1);
@@ -122,7 +121,7 @@ void Builder::head_forward_backward(Coord x0) {
   each_cp_tp(x0, [&](const Coord& x) {
     rmsnorm_forward(x, "final", at(x, resid(L)), weight(x, "final.w"), hs, kResid);
   });
-  for (x0.c = 0; x0.c < s.cp; ++x0.c) all_gather_seq_group(x0, "final.out", hs, kResid, 1);
+  each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, "final.out", hs, kResid, 1); });
   x0.c = 0;
 
   const bool split = !s.logical && s.tp > 1;
@@ -135,7 +134,7 @@ void Builder::head_forward_backward(Coord x0) {
       local(x, split ? scratch(x, name + ".local", local_row) : act(x, name, row, kRow));
     });
     if (!split) return;
-    for (Coord xc = x0; xc.c < s.cp; ++xc.c) {
+    each_cp(x0, [&](const Coord& xc) {
       std::vector<std::string> in, out;
       each_tp(xc, [&](const Coord& x) {
         in.push_back(at(x, name + ".local"));
@@ -150,12 +149,12 @@ void Builder::head_forward_backward(Coord x0) {
         }
         // Each rank keeps its own shard's max.
         each_tp(xc, [&](const Coord& x) {
-          const size_t k = sym() ? 0 : size_t(int(x.t));
+          const size_t k = tp_index(x);
           collective(at(xc, name + ".tp_all_reduce.solo" + x.t.text()), "all_reduce", {in[k]},
                      {out[k]}, solo_group(x), {{"reduce", reduce}});
         });
       });
-    }
+    });
   };
 
   each_cp_tp(x0, [&](const Coord& x) {
@@ -183,8 +182,7 @@ void Builder::head_forward_backward(Coord x0) {
     op(x, "ce.lsm", "sub", {at(x, "ce.z"), lse}, {lsm});
   });
   // The label's log-probability, on the rank that owns the label.
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    tp_sum(x0, "ce.picked", row, kRow, -1, "ce.picked", [&](const Coord& x, const std::string& out) {
+  each_cp(x0, [&](const Coord& xc) { tp_sum(xc, "ce.picked", row, kRow, -1, "ce.picked", [&](const Coord& x, const std::string& out) {
       const std::string labels = at(x, "labels");
       if (s.tp == 1) {
         op(x, "ce.pick", "gather", {at(x, "ce.lsm"), labels}, {out}, {{"dim", 2}});
@@ -194,7 +192,7 @@ void Builder::head_forward_backward(Coord x0) {
       std::string raw = scratch(x, "ce.pick.raw", g.shape(out));
       op(x, "ce.pick", "gather", {at(x, "ce.lsm"), safe}, {raw}, {{"dim", 2}});
       op(x, "ce.pick.mask", "mul", {raw, ownf}, {out});
-    });
+    }); });
   x0.c = 0;
 
   // loss = -sum(picked) / (B*S): each (dp rank, micro-batch, cp rank) adds
@@ -244,15 +242,14 @@ void Builder::head_forward_backward(Coord x0) {
     }
   });
 
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    tp_sum(x0, grad("final.out"), hs, kRow, 1, "lm_head.grad",
+  each_cp(x0, [&](const Coord& xc) { tp_sum(xc, grad("final.out"), hs, kRow, 1, "lm_head.grad",
            [&](const Coord& x, const std::string& out) {
              if (s.tie)
                op(x, grad("final.out"), "matmul", {at(x, grad("logits")), weight(x, "emb")}, {out});
              else
                op(x, grad("final.out"), "matmul", {at(x, grad("logits")), weight(x, "lm")}, {out},
                   {{"transpose_b", true}});
-           });
+           }); });
   x0.c = 0;
   each_cp_tp(x0, [&](const Coord& x) {
     rmsnorm_backward(x, "final", at(x, resid(L)), "final.w", at(x, grad("final.out")),

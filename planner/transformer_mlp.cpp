@@ -31,7 +31,7 @@ void Builder::mlp_forward(int i, Coord x0) {
   each_cp_tp(x0, [&](const Coord& x) {
     rmsnorm_forward(x, l + ".mn", at(x, l + ".h"), weight(x, l + ".mn.w"), hs, kResid);
   });
-  for (x0.c = 0; x0.c < s.cp; ++x0.c) all_gather_seq_group(x0, l + ".mn.out", hs, kResid, 1);
+  each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, l + ".mn.out", hs, kResid, 1); });
   x0.c = 0;
 
   each_cp_tp(x0, [&](const Coord& x) {
@@ -59,11 +59,10 @@ void Builder::mlp_forward(int i, Coord x0) {
     op(x, l + ".mid", "mul", {a, up}, {mid});
   });
 
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    tp_sum(x0, l + ".mlp", hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, l + ".mlp",
+  each_cp(x0, [&](const Coord& xc) { tp_sum(xc, l + ".mlp", hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, l + ".mlp",
            [&](const Coord& x, const std::string& out) {
              op(x, l + ".down", "matmul", {at(x, l + ".mid"), weight(x, l + ".wdown")}, {out});
-           });
+           }); });
   x0.c = 0;
   each_cp_tp(x0, [&](const Coord& x) {
     std::string y = resid_out(x, i + 1);
@@ -76,7 +75,7 @@ void Builder::mlp_backward(int i, Coord x0) {
   const std::string l = layer(i);
   const Shape hs = {s.B, s.S, s.H}, ffn = {s.B, s.S, s.F};
   const std::string gy_name = grad(resid(i + 1));
-  for (x0.c = 0; x0.c < s.cp; ++x0.c) all_gather_seq_group(x0, gy_name, hs, kResid, 1);
+  each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, gy_name, hs, kResid, 1); });
   x0.c = 0;
 
   each_cp_tp(x0, [&](const Coord& x) {
@@ -129,8 +128,7 @@ void Builder::mlp_backward(int i, Coord x0) {
     }
   });
 
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    tp_sum(x0, grad(l + ".mn.out"), hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, grad(l + ".mn.out"),
+  each_cp(x0, [&](const Coord& xc) { tp_sum(xc, grad(l + ".mn.out"), hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, grad(l + ".mn.out"),
            [&](const Coord& x, const std::string& out) {
              const std::string gn = grad(l + ".mn.out");
              if (fused_gate_up(i)) {
@@ -146,7 +144,7 @@ void Builder::mlp_backward(int i, Coord x0) {
              op(x, gn + ".up", "matmul", {at(x, grad(l + ".up")), weight(x, l + ".wgu.up")}, {b},
                 {{"transpose_b", true}});
              op(x, gn + ".add", "add", {a, b}, {out});
-           });
+           }); });
   x0.c = 0;
 
   each_cp_tp(x0, [&](const Coord& x) {

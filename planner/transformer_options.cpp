@@ -92,9 +92,9 @@ void Builder::reshard_resid(Coord x0, int i) {
   if (!resharding()) return;
   const Shape hs = {s.B, s.S, s.H};
   const int64_t block = s.H / s.tp;
-  for (x0.c = 0; x0.c < s.cp; ++x0.c) {
+  each_cp(x0, [&](const Coord& xc) {
     std::vector<std::string> in, out;
-    each_tp(x0, [&](const Coord& x) {
+    each_tp(xc, [&](const Coord& x) {
       std::string piece =
           claim(x, at(x, resid(i)) + ".piece", resid(i), hs, {Ax::Batch, Ax::SeqSp, Ax::Tp});
       op(x, resid(i) + ".scatter", "slice", {at(x, resid(i)) + ".whole"}, {piece},
@@ -104,7 +104,7 @@ void Builder::reshard_resid(Coord x0, int i) {
       in.push_back(piece);
       out.push_back(act(x, resid(i), hs, kResid));
     });
-    Coord xg = x0;
+    Coord xg = xc;
     xg.t = 0;
     Group group = tp_group(xg);
     if (fires("reshard-gather-order", i - 1, xg)) {
@@ -114,7 +114,7 @@ void Builder::reshard_resid(Coord x0, int i) {
     }
     collective(at(xg, resid(i) + ".reshard_all_gather"), "all_gather", in, out, group,
                {{"dim", 2}});
-  }
+  });
 }
 
 }  // namespace shardproof::planner::transformer

@@ -76,7 +76,11 @@ nlohmann::json transformer_plan(const ModelShape& model, const PlanConfig& confi
   if (config.compact) {
     if (std::string why = compact_unsupported(s); !why.empty())
       throw std::invalid_argument(model.name + ": --compact does not support " + why + " yet");
-    CompactBuilder parallel({{"pp", s.pp}, {"dp", s.dp}, {"tp", s.tp}}, s.mb);
+    // Rank order: tp fastest, then cp, dp, pp (Layout::rank).
+    std::vector<std::pair<std::string, int>> axes = {{"pp", s.pp}, {"dp", s.dp}};
+    if (s.cp > 1) axes.push_back({"cp", s.cp});
+    axes.push_back({"tp", s.tp});
+    CompactBuilder parallel(axes, s.mb);
     Builder(s, *compact_graph(parallel, s)).build();
     parallel_json = parallel.to_json();
   } else {

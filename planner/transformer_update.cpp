@@ -227,11 +227,12 @@ void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::str
     const std::string bug = buggy ? hook.first : "";
     nlohmann::json attrs = {{"reduce", bug == "mean" ? "mean" : "sum"}};
     if (bug == "skip") {
-      // Each member by itself; in the compact form the one member template
-      // runs on every dp rank (cp is 1 there).
+      // Each member by itself, named by its place in the group: in the
+      // compact form one template over every (dp, cp) rank.
       if (sym()) {
-        collective(name + "_all_reduce.solo" + Ix::axis("dp").text(), "all_reduce", in, out,
-                   Group::along({}), attrs);
+        const Aff k = Aff(Ix::axis("dp")) * s.cp + (s.cp > 1 ? Aff(Ix::axis("cp")) : Aff(0));
+        collective(name + "_all_reduce.solo" + k.text(), "all_reduce", in, out, Group::along({}),
+                   attrs);
         return;
       }
       for (size_t k = 0; k < in.size(); ++k)

@@ -18,11 +18,11 @@ std::string str(int64_t v) {
 }  // namespace
 
 std::string compact_unsupported(const Layout& s) {
-  if (s.cp > 1) return "--cp";
   if (s.tie) return "--tie-embeddings";
   // A gather in reverse rank order: the compact form orders a group's
   // members by their coordinates.
-  for (const char* order : {"reshard-gather-order", "sp-allgather-order", "zero-allgather-order"})
+  for (const char* order : {"reshard-gather-order", "sp-allgather-order", "zero-allgather-order",
+                            "cp-kv-allgather-order"})
     if (s.c.bug == order) return "--bug " + s.c.bug;
   // The MoE bugs' sites are not written as conditions yet.
   for (const BugSpec& b : moe_bug_table())

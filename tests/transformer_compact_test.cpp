@@ -91,8 +91,10 @@ TEST(TransformerCompact, ExpansionIsTheV1PlanWithOptions) {
 }
 
 // Sequence parallelism (reduce-scatter and all-gather over tp, the norm
-// weights' gradients summed over tp) and ZeRO (shards of dim 0 over dp).
-TEST(TransformerCompact, ExpansionIsTheV1PlanWithSpAndZero) {
+// weights' gradients summed over tp), context parallelism (K/V gathered and
+// their gradients reduce-scattered over cp, dp x cp gradient groups) and
+// ZeRO (shards of dim 0 over dp x cp).
+TEST(TransformerCompact, ExpansionIsTheV1PlanWithSpCpAndZero) {
   for (int pp : {1, 2})
     for (int mb : {1, 3}) {
       planner::PlanConfig c = tiny(2, 2, 2, pp, mb, mb == 1);
@@ -105,9 +107,18 @@ TEST(TransformerCompact, ExpansionIsTheV1PlanWithSpAndZero) {
         z.sp = z.tp > 1;
         expect_same_plan("llama3-tiny", z);
       }
+      for (int cp : {2, 4}) {
+        planner::PlanConfig x = tiny(2, 2, 2, pp, mb, mb == 1);
+        x.cp = cp;
+        expect_same_plan("llama3-tiny", x);
+        x.sp = cp == 2;
+        x.zero = 1 + mb % 2;
+        expect_same_plan("llama3-tiny", x);
+      }
     }
   planner::PlanConfig c = tiny(2, 2, 2, 2, 2);
   c.sp = true;
+  c.cp = 2;
   c.zero = 1;
   c.bias = true;
   Report a = testing::verify_json(planner::generate_plan("llama3-tiny", c), "v1");
@@ -180,7 +191,7 @@ TEST(TransformerCompact, EveryBugFoundWithTheSameFirstFinding) {
       EXPECT_EQ(first_finding(a), first_finding(b)) << bug.name;
     }
   }
-  EXPECT_GE(supported, 16);
+  EXPECT_GE(supported, 18);
 }
 
 // The MoE lockstep step: expert all_to_all over the dp axis (ep == dp),
@@ -271,7 +282,8 @@ void expect_refused(planner::PlanConfig c, const std::string& flag) {
 TEST(TransformerCompact, UnsupportedFlagsAreRefusedByName) {
   planner::PlanConfig c = tiny(2, 2, 1, 1, 1);
   c.cp = 2;
-  expect_refused(c, "--cp");
+  c.bug = "cp-kv-allgather-order";
+  expect_refused(c, "--bug cp-kv-allgather-order");
   c = tiny(2, 2, 1, 1, 1);
   c.zero = 1;
   c.bug = "zero-allgather-order";
