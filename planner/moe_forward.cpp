@@ -83,6 +83,7 @@ void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts)
     // To the owners: expert blocks out, sequences in; back: the reverse.
     nlohmann::json attrs = {{"split_dim", to_experts ? 1 : 0}, {"concat_dim", to_experts ? 0 : 1}};
     const std::string op_name = at(xg, name + (to_experts ? ".ep_dispatch" : ".ep_combine"));
+    // Reverse order (v1 only: the compact form refuses the bug).
     if (!to_experts && moe_fires("all-to-all-wrong-order", -1, xg) && xg.t == 0 &&
         name == layer(s.moe_bug_layer()) + ".moe.out") {
       // Group listed in reverse: rank r gets the pieces meant for rank
@@ -91,24 +92,27 @@ void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts)
       std::reverse(out.begin(), out.end());
       std::reverse(group.ranks.begin(), group.ranks.end());
     }
-    if (to_experts && moe_fires("all-to-all-dims-swapped", -1, xg) && xg.t == 0 &&
-        name == layer(s.moe_bug_layer()) + ".moe.xin") {
+    const bool swapped = to_experts && name == layer(s.moe_bug_layer()) + ".moe.xin";
+    BugSite site = swapped ? moe_site("all-to-all-dims-swapped", -1, xg) : BugSite{};
+    if (site.fires) site = site_at(xg, 0, true);  // and on tp rank 0 only
+    branch(site, [&](bool buggy) {
+      if (!buggy) return collective(op_name, "all_to_all", in, out, group, attrs);
       // Split on sequences and concatenated on experts, into a buffer then
       // viewed with the expected shape.
+      auto index = [&](const Coord& x) { return sym() ? size_t(0) : size_t(int(x.d)); };
       std::vector<std::string> wrong;
-      for (Coord x = xg; x.d < s.dp; ++x.d) {
-        Shape w = g.shape(in[x.d]);
+      each_dp(xg, [&](const Coord& x) {
+        Shape w = g.shape(in[index(x)]);
         w[0] /= s.ep;
         w[1] *= s.ep;
         wrong.push_back(scratch(x, name + ".ep_swapped", w));
-      }
+      });
       collective(op_name, "all_to_all", in, wrong, group, {{"split_dim", 0}, {"concat_dim", 1}});
-      for (Coord x = xg; x.d < s.dp; ++x.d)
-        op(x, name + ".ep_view", "reshape", {wrong[x.d]}, {out[x.d]},
-           {{"shape", g.shape(out[x.d])}});
-      return;
-    }
-    collective(op_name, "all_to_all", in, out, group, attrs);
+      each_dp(xg, [&](const Coord& x) {
+        const size_t k = index(x);
+        op(x, name + ".ep_view", "reshape", {wrong[k]}, {out[k]}, {{"shape", g.shape(out[k])}});
+      });
+    });
   });
 }
 
@@ -195,15 +199,15 @@ void Builder::moe_forward(int i, Coord x0) {
   });
   each_dp_tp([&](const Coord& x) {
     std::string sum = act(x, l + ".mlp", hs, kRow);
-    std::string shared = at(x, m + ".shared");
-    if (moe_fires("moe-combine-missing-shared", i, x)) {
+    const std::string shared = at(x, m + ".shared");
+    branch(moe_site("moe-combine-missing-shared", i, x), [&](bool buggy) {
+      if (!buggy) return op(x, m + ".sum", "add", {at(x, m + ".y"), shared}, {sum});
       // Masked out rather than left out, so the stage still reads the
       // claimed shared output and its logical side stops there.
       std::string dropped = scratch(x, m + ".shared.dropped", g.shape(shared));
       op(x, m + ".shared.drop", "scale", {shared}, {dropped}, {{"factor", 0}});
-      shared = dropped;
-    }
-    op(x, m + ".sum", "add", {at(x, m + ".y"), shared}, {sum});
+      op(x, m + ".sum", "add", {at(x, m + ".y"), dropped}, {sum});
+    });
     std::string next = resid_out(x, i + 1);
     op(x, l + ".mlp.residual", "add", {at(x, l + ".h"), sum}, {next});
   });

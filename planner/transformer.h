@@ -313,8 +313,10 @@ class Builder {
   void expert_weight_grad(const Coord& x, const std::string& a, const std::string& b,
                           const std::string& piece);
   // moe_bugs.cpp hooks.
-  std::string moe_tp_sum_bug(const std::string& site, const Coord& x) const;
-  std::string moe_dp_sync_bug(const Param& p, const Coord& x) const;
+  std::pair<std::string, BugSite> moe_tp_sum_bug(const std::string& site, const Coord& x) const;
+  std::pair<std::string, BugSite> moe_dp_sync_bug(const Param& p, const Coord& x) const;
+  // moe_fires as a site (compact: the coordinates where it fires).
+  BugSite moe_site(const char* bug, int i, const Coord& x) const;
   bool moe_fires(const char* bug, int i, const Coord& x) const;
   // False for a parameter piece that has no dp replicas (an expert block under ep).
   bool dp_replicated(const Param& p) const;

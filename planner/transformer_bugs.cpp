@@ -236,8 +236,7 @@ std::pair<std::string, Builder::BugSite> Builder::tp_sum_bug(const std::string& 
                {"tp-input-grad-not-reduced", grad(ref + ".an.out"), "skip"}};
   for (const auto& h : hooks)
     if (s.bug(h.bug) && site == h.site) return {h.kind, site_at(x)};
-  std::string moe = moe_tp_sum_bug(site, x);
-  return {moe, BugSite{!moe.empty()}};
+  return moe_tp_sum_bug(site, x);
 }
 
 std::pair<std::string, Builder::BugSite> Builder::gather_bug(const std::string& name,
@@ -250,7 +249,7 @@ std::pair<std::string, Builder::BugSite> Builder::gather_bug(const std::string& 
 
 std::pair<std::string, Builder::BugSite> Builder::dp_sync_bug(const Param& p,
                                                               const Coord& x) const {
-  if (std::string moe = moe_dp_sync_bug(p, x); !moe.empty()) return {moe, BugSite{true}};
+  if (auto moe = moe_dp_sync_bug(p, x); moe.second.fires) return moe;
   if (p.local != layer(s.bug_layer()) + ".wq") return {"", {}};
   // x is the group's first member (dp and cp 0) on tp rank 0.
   if (s.bug("dp-grad-not-synced")) return {"skip", site_at(x, 0, true)};

@@ -22,11 +22,8 @@ std::string compact_unsupported(const Layout& s) {
   // A gather in reverse rank order: the compact form orders a group's
   // members by their coordinates.
   for (const char* order : {"reshard-gather-order", "sp-allgather-order", "zero-allgather-order",
-                            "cp-kv-allgather-order"})
+                            "cp-kv-allgather-order", "all-to-all-wrong-order"})
     if (s.c.bug == order) return "--bug " + s.c.bug;
-  // The MoE bugs' sites are not written as conditions yet.
-  for (const BugSpec& b : moe_bug_table())
-    if (s.c.bug == b.info.name) return "--bug " + s.c.bug + " (an MoE bug)";
   // A kv head shared by several tp ranks is head t / replicas: not affine.
   if (s.tp > s.NKV) return "tp (" + str(s.tp) + ") above the kv heads (" + str(s.NKV) + ")";
   return "";
