@@ -140,6 +140,21 @@ class CompactGraph : public Graph {
 
 }  // namespace
 
+std::string compact_unsupported(const Layout& s) {
+  // The tied table's gradient is summed over the first and the last stage
+  // only: not a whole line of the mesh, so not a group of axes.
+  if (s.tie && s.pp > 1) return "--tie-embeddings with pp > 1";
+  // A gather in reverse rank order: the compact form orders a group's
+  // members by their coordinates.
+  for (const char* order : {"reshard-gather-order", "sp-allgather-order", "zero-allgather-order",
+                            "cp-kv-allgather-order", "all-to-all-wrong-order"})
+    if (s.c.bug == order) return "--bug " + s.c.bug;
+  // A kv head shared by several tp ranks is head t / replicas: not affine.
+  if (s.tp > s.NKV)
+    return "tp (" + std::to_string(s.tp) + ") above the kv heads (" + std::to_string(s.NKV) + ")";
+  return "";
+}
+
 std::unique_ptr<Graph> v1_graph(GraphBuilder& g, const Layout& s) {
   return std::make_unique<V1Graph>(g, s);
 }

@@ -1,8 +1,10 @@
-// The optimizer half of the step in the compact form: per parameter piece
-// and stage, the gradient accumulated over micro-batches as one chain of
-// templates (the first link adds micro-batch 0 and 1, later links add one
-// more, the last one carries the claim), the data-parallel all-reduce over
-// the dp axis, and the optimizer step, each written once.
+// The optimizer half of the step in the compact form, as update_piece
+// writes it rank by rank: per parameter piece and stage, the gradient
+// accumulated over micro-batches as one chain of templates (the first link
+// adds micro-batch 0 and 1, later links add one more, the last one carries
+// the claim), the sequence-parallel sum over tp, the data-parallel
+// all-reduce (or ZeRO reduce-scatter / shard) over dp x cp, and the
+// optimizer step, each written once.
 #include <stdexcept>
 
 #include "planner/transformer.h"
@@ -17,33 +19,20 @@ std::string str(int64_t v) {
 
 }  // namespace
 
-std::string compact_unsupported(const Layout& s) {
-  if (s.tie) return "--tie-embeddings";
-  // A gather in reverse rank order: the compact form orders a group's
-  // members by their coordinates.
-  for (const char* order : {"reshard-gather-order", "sp-allgather-order", "zero-allgather-order",
-                            "cp-kv-allgather-order", "all-to-all-wrong-order"})
-    if (s.c.bug == order) return "--bug " + s.c.bug;
-  // A kv head shared by several tp ranks is head t / replicas: not affine.
-  if (s.tp > s.NKV) return "tp (" + str(s.tp) + ") above the kv heads (" + str(s.NKV) + ")";
-  return "";
-}
-
 void Builder::update_piece_compact(const Param& p) {
   const Coord x = devices(p.stage).front();
+  // W contributions per micro-batch (two for the tied table on one stage:
+  // the LM head's, then the lookup's), summed in that order.
   const std::vector<std::string>& whats = grad_whats_[{grad_key(x), p.local}];
-  // One contribution per micro-batch (compact_unsupported rules out the
-  // tied table, the one piece with two).
-  if (whats.size() != 1)
-    throw std::logic_error("transformer planner: compact gradient of " + p.local +
-                           " has not one contribution per micro-batch");
+  const int W = int(whats.size()), M = s.mb;
+  if (W == 0) throw std::logic_error("transformer planner: no gradient for " + p.local);
   const Ix mb = Ix::axis("mb");
-  auto term = [&](const Ix& m) {
+  auto term = [&](int j, const Ix& m) {
     Coord xm = x;
     xm.m = m;
-    return at(xm, whats[0]);
+    return at(xm, whats[size_t(j)]);
   };
-  const Shape shape = g.shape(term(mb));
+  const Shape shape = g.shape(term(0, mb));
   const int n_dp = s.dp * s.cp;
   const bool sync_sp = s.sp && p.full.size() == 1;  // norm weights saw their tokens only
   const bool sync_dp = n_dp > 1 && dp_replicated(p);
@@ -57,39 +46,51 @@ void Builder::update_piece_compact(const Param& p) {
       g.tensor(x, local, sh, std::nullopt, "f32");
     return local;
   };
+  // The micro-batches lo..hi as a condition ("" for all of them).
+  auto mbs = [&](int lo, int hi) {
+    if (lo == hi) return "mb == " + str(lo);
+    return all_of({lo > 0 ? "mb >= " + str(lo) : "", hi < M - 1 ? "mb <= " + str(hi) : ""});
+  };
 
   const bool accumulated = !sync_sp && !sync_dp;
   const std::string acc = grad(p.local) + ".acc";
   std::string cur;
-  if (s.mb == 1) {
-    cur = term(0);
+  if (W * M == 1) {
+    cur = term(0, 0);
     if (accumulated) {
       output("acc", true, shape);
       g.op(at_rank(x, acc), "scale", {cur}, {at_rank(x, acc)}, {{"factor", 1}});
       cur = at_rank(x, acc);
     }
   } else {
-    // acc{k} = acc{k-1} + term{k} for k >= 1, where acc{0} is term{0}.
-    const int M = s.mb;
-    const Ix prev = Ix::axis("mb", -1);
-    const std::string link = at_rank(x, acc) + mb.text(), before = at_rank(x, acc) + prev.text();
-    if (M >= 3) {
-      Graph::When middle(g, "mb >= 1 && mb <= " + str(M - 2));
-      output("acc" + mb.text(), false, shape);
+    // Term k = W*mb + j; acc{k} = acc{k-1} + term{k} for k >= 1, acc{0}
+    // being term{0}. The last link (k = W*M - 1) carries the claim.
+    for (int j = 0; j < W; ++j) {
+      const Aff k = Aff(mb) * W + j;
+      const std::string link = at_rank(x, acc) + k.text();
+      const int lo = j == 0 ? 1 : 0, hi = M - 1;
+      if (lo > hi) continue;
+      const int last_mb = j == W - 1 ? hi : -1;  // where the link is the last one
+      if (lo <= hi - (last_mb == hi ? 1 : 0)) {
+        Graph::When links(g, mbs(lo, last_mb == hi ? hi - 1 : hi));
+        output("acc" + k.text(), false, shape);
+      }
+      if (last_mb == hi) {
+        Graph::When final(g, mbs(hi, hi));
+        output("acc" + k.text(), accumulated, shape);
+      }
+      // The micro-batch whose link k is 1: it adds term{0} itself.
+      const int first = W == 1 ? 1 : j == 1 ? 0 : -1;
+      if (first == lo) {
+        Graph::When one(g, mbs(lo, lo));
+        g.op(link, "add", {term(0, 0), term(j, mb)}, {link});
+      }
+      if (const int from = first == lo ? lo + 1 : lo; from <= hi) {
+        Graph::When later(g, mbs(from, hi));
+        g.op(link, "add", {at_rank(x, acc) + (k - 1).text(), term(j, mb)}, {link});
+      }
     }
-    {
-      Graph::When final(g, "mb == " + str(M - 1));
-      output("acc" + mb.text(), accumulated, shape);
-    }
-    {
-      Graph::When first(g, "mb == 1");
-      g.op(link, "add", {term(prev), term(mb)}, {link});
-    }
-    if (M >= 3) {
-      Graph::When later(g, "mb >= 2");
-      g.op(link, "add", {before, term(mb)}, {link});
-    }
-    cur = at_rank(x, acc) + str(M - 1);
+    cur = at_rank(x, acc) + str(W * M - 1);
   }
 
   // Sequence parallel: each tp rank summed only its own tokens.

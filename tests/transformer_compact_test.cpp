@@ -89,6 +89,16 @@ TEST(TransformerCompact, ExpansionIsTheV1PlanWithOptions) {
   planner::PlanConfig c = tiny(2, 2, 2, 1, 3);
   c.reshard_residual = true;
   expect_same_plan("llama3-tiny", c);
+  // Tied embeddings on one stage: two gradient contributions per
+  // micro-batch (the LM head's, then the lookup's) in one chain.
+  for (int mb : {1, 2, 3}) {
+    planner::PlanConfig t = tiny(2, 2, 2, 1, mb, mb != 2);
+    t.tie_embeddings = true;
+    expect_same_plan("llama3-tiny", t);
+    t.dp = 1;
+    t.batch = 0;
+    expect_same_plan("llama3-tiny", t);
+  }
 }
 
 // Sequence parallelism (reduce-scatter and all-gather over tp, the norm
@@ -336,7 +346,7 @@ TEST(TransformerCompact, UnsupportedFlagsAreRefusedByName) {
   expect_refused(c, "--bug zero-allgather-order");
   c = tiny(2, 1, 1, 2, 1);
   c.tie_embeddings = true;
-  expect_refused(c, "--tie-embeddings");
+  expect_refused(c, "--tie-embeddings with pp > 1");
   expect_refused(tiny(2, 1, 4, 1, 1), "tp (4) above the kv heads (2)");
   c = tiny(2, 1, 2, 1, 1);
   c.reshard_residual = true;
