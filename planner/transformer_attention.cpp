@@ -66,7 +66,6 @@ void Builder::attention_forward(int i, Coord x0) {
     rmsnorm_forward(x, l + ".an", at(x, resid(i)), weight(x, l + ".an.w"), hs, resid_spec);
   });
   each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, l + ".an.out", hs, resid_spec, 1); });
-  x0.c = 0;
 
   each_cp_tp(x0, [&](const Coord& x) {
     const std::string n = gather_seq(x, l + ".an.out", hs, resid_spec, 1);
@@ -142,11 +141,10 @@ void Builder::attention_forward(int i, Coord x0) {
     op(x, l + ".ctx.flat", "reshape", {ctx_t}, {flat}, {{"shape", g.shape(flat)}});
   });
 
-  each_cp(x0, [&](const Coord& xc) { tp_sum(xc, l + ".attn", hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, l + ".attn",
-           [&](const Coord& x, const std::string& out) {
-             output_projection(x, i, out);
-           }); });
-  x0.c = 0;
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, l + ".attn", hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, l + ".attn",
+           [&](const Coord& x, const std::string& out) { output_projection(x, i, out); });
+  });
   each_cp_tp(x0, [&](const Coord& x) {
     std::string h = act(x, l + ".h", hs, resid_spec);
     op(x, l + ".residual", "add", {at(x, resid(i)), at(x, l + ".attn")}, {h});
@@ -169,8 +167,8 @@ void Builder::attention_backward(int i, Coord x0) {
   const int rep = s.kv_replicas();
 
   bias_backward(i, x0);
-  each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, grad(l + ".h"), hs, resid_spec, 1); });
-  x0.c = 0;
+  each_cp(x0,
+          [&](const Coord& xc) { all_gather_seq_group(xc, grad(l + ".h"), hs, resid_spec, 1); });
 
   each_cp_tp(x0, [&](const Coord& x) {
     const std::string gh = gather_seq(x, grad(l + ".h"), hs, resid_spec, 1);
@@ -246,12 +244,12 @@ void Builder::attention_backward(int i, Coord x0) {
         });
         Coord xg = xt;  // named at the group's first member
         xg.c = 0;
-        const bool skip = t == grad(l + ".k.rope") && s.bug("cp-kv-grad-not-reduced") &&
-                          i == s.bug_layer();
+        const bool skip =
+            t == grad(l + ".k.rope") && s.bug("cp-kv-grad-not-reduced") && i == s.bug_layer();
         branch(skip ? site_at(xg, 0, true) : BugSite{}, [&](bool buggy) {
           if (!buggy) {
-            collective(at(xg, t + ".cp_reduce_scatter"), "reduce_scatter", in, out,
-                       cp_group(xg), {{"dim", 1}, {"reduce", "sum"}});
+            collective(at(xg, t + ".cp_reduce_scatter"), "reduce_scatter", in, out, cp_group(xg),
+                       {{"dim", 1}, {"reduce", "sum"}});
             return;
           }
           // Each cp rank keeps its own queries' share of its chunk.
@@ -293,7 +291,8 @@ void Builder::attention_backward(int i, Coord x0) {
     flatten("v", at(x, grad(l + ".v4")), k_full, k_spec, kv_part);
   });
 
-  each_cp(x0, [&](const Coord& xc) { tp_sum(xc, grad(l + ".an.out"), hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, grad(l + ".an.out"),
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, grad(l + ".an.out"), hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, grad(l + ".an.out"),
            [&](const Coord& x, const std::string& out) {
              std::vector<std::string> terms;
              for (const char* w : {"q", "k", "v"}) {
@@ -306,8 +305,8 @@ void Builder::attention_backward(int i, Coord x0) {
              std::string qk = scratch(x, grad(l + ".an.out") + ".qk", g.shape(out));
              op(x, grad(l + ".an.out") + ".qk", "add", {terms[0], terms[1]}, {qk});
              op(x, grad(l + ".an.out") + ".qkv", "add", {qk, terms[2]}, {out});
-           }); });
-  x0.c = 0;
+           });
+  });
 
   each_cp_tp(x0, [&](const Coord& x) {
     std::string g_norm =

@@ -39,7 +39,8 @@ std::string Builder::at(const Coord& x, const std::string& name) const {
 }
 
 std::vector<Coord> Builder::devices(int p) const {
-  if (sym()) return {Coord{Ix::axis("dp"), s.cp > 1 ? Ix::axis("cp") : Ix(0), Ix::axis("tp"), p, 0}};
+  if (sym())
+    return {Coord{Ix::axis("dp"), s.cp > 1 ? Ix::axis("cp") : Ix(0), Ix::axis("tp"), p, 0}};
   std::vector<Coord> out;
   for (int d = 0; d < s.dp; ++d)
     for (int c = 0; c < s.cp; ++c)

@@ -76,7 +76,8 @@ std::string Builder::onehot(const Coord& x, const std::string& name, const std::
 
 void Builder::embedding_forward(Coord x0) {
   const Shape hs = {s.B, s.S, s.H};
-  each_cp(x0, [&](const Coord& xc) { tp_sum(xc, resid(0), hs, kRow, 1, "embedding", [&](const Coord& x, const std::string& out) {
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, resid(0), hs, kRow, 1, "embedding", [&](const Coord& x, const std::string& out) {
       const std::string ids = at(x, "tokens");
       if (s.tp == 1) {
         op(x, "embedding", "embedding", {ids, weight(x, "emb")}, {out});
@@ -90,13 +91,13 @@ void Builder::embedding_forward(Coord x0) {
       std::string own3 = scratch(x, "emb.own3", col);
       op(x, "emb.own3", "reshape", {ownf}, {own3}, {{"shape", col}});
       op(x, "emb.mask", "mul", {rows, own3}, {out});
-    }); });
+    });
+  });
 }
 
 void Builder::embedding_backward(Coord x0) {
   const Shape hs = {s.B, s.S, s.H};
   each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, grad(resid(0)), hs, kResid, 1); });
-  x0.c = 0;
   each_cp_tp(x0, [&](const Coord& x) {
     const std::string gx = gather_seq(x, grad(resid(0)), hs, kResid, 1);
     const std::string ids = at(x, "tokens");
@@ -122,7 +123,6 @@ void Builder::head_forward_backward(Coord x0) {
     rmsnorm_forward(x, "final", at(x, resid(L)), weight(x, "final.w"), hs, kResid);
   });
   each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, "final.out", hs, kResid, 1); });
-  x0.c = 0;
 
   const bool split = !s.logical && s.tp > 1;
   // Local max and sum of exponentials, all-reduced over the vocabulary shards.
@@ -182,18 +182,20 @@ void Builder::head_forward_backward(Coord x0) {
     op(x, "ce.lsm", "sub", {at(x, "ce.z"), lse}, {lsm});
   });
   // The label's log-probability, on the rank that owns the label.
-  each_cp(x0, [&](const Coord& xc) { tp_sum(xc, "ce.picked", row, kRow, -1, "ce.picked", [&](const Coord& x, const std::string& out) {
-      const std::string labels = at(x, "labels");
-      if (s.tp == 1) {
-        op(x, "ce.pick", "gather", {at(x, "ce.lsm"), labels}, {out}, {{"dim", 2}});
-        return;
-      }
-      auto [safe, ownf] = owned_ids(x, "ce.labels", labels);
-      std::string raw = scratch(x, "ce.pick.raw", g.shape(out));
-      op(x, "ce.pick", "gather", {at(x, "ce.lsm"), safe}, {raw}, {{"dim", 2}});
-      op(x, "ce.pick.mask", "mul", {raw, ownf}, {out});
-    }); });
-  x0.c = 0;
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, "ce.picked", row, kRow, -1, "ce.picked",
+           [&](const Coord& x, const std::string& out) {
+             const std::string labels = at(x, "labels");
+             if (s.tp == 1) {
+               op(x, "ce.pick", "gather", {at(x, "ce.lsm"), labels}, {out}, {{"dim", 2}});
+               return;
+             }
+             auto [safe, ownf] = owned_ids(x, "ce.labels", labels);
+             std::string raw = scratch(x, "ce.pick.raw", g.shape(out));
+             op(x, "ce.pick", "gather", {at(x, "ce.lsm"), safe}, {raw}, {{"dim", 2}});
+             op(x, "ce.pick.mask", "mul", {raw, ownf}, {out});
+           });
+  });
 
   // loss = -sum(picked) / (B*S): each (dp rank, micro-batch, cp rank) adds
   // its tokens' share.
@@ -242,15 +244,16 @@ void Builder::head_forward_backward(Coord x0) {
     }
   });
 
-  each_cp(x0, [&](const Coord& xc) { tp_sum(xc, grad("final.out"), hs, kRow, 1, "lm_head.grad",
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, grad("final.out"), hs, kRow, 1, "lm_head.grad",
            [&](const Coord& x, const std::string& out) {
              if (s.tie)
                op(x, grad("final.out"), "matmul", {at(x, grad("logits")), weight(x, "emb")}, {out});
              else
                op(x, grad("final.out"), "matmul", {at(x, grad("logits")), weight(x, "lm")}, {out},
                   {{"transpose_b", true}});
-           }); });
-  x0.c = 0;
+           });
+  });
   each_cp_tp(x0, [&](const Coord& x) {
     rmsnorm_backward(x, "final", at(x, resid(L)), "final.w", at(x, grad("final.out")),
                      grad(resid(L)), hs, kResid);

@@ -32,7 +32,6 @@ void Builder::mlp_forward(int i, Coord x0) {
     rmsnorm_forward(x, l + ".mn", at(x, l + ".h"), weight(x, l + ".mn.w"), hs, kResid);
   });
   each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, l + ".mn.out", hs, kResid, 1); });
-  x0.c = 0;
 
   each_cp_tp(x0, [&](const Coord& x) {
     const std::string n = gather_seq(x, l + ".mn.out", hs, kResid, 1);
@@ -59,11 +58,12 @@ void Builder::mlp_forward(int i, Coord x0) {
     op(x, l + ".mid", "mul", {a, up}, {mid});
   });
 
-  each_cp(x0, [&](const Coord& xc) { tp_sum(xc, l + ".mlp", hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, l + ".mlp",
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, l + ".mlp", hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, l + ".mlp",
            [&](const Coord& x, const std::string& out) {
              op(x, l + ".down", "matmul", {at(x, l + ".mid"), weight(x, l + ".wdown")}, {out});
-           }); });
-  x0.c = 0;
+           });
+  });
   each_cp_tp(x0, [&](const Coord& x) {
     std::string y = resid_out(x, i + 1);
     op(x, l + ".mlp.residual", "add", {at(x, l + ".h"), at(x, l + ".mlp")}, {y});
@@ -76,7 +76,6 @@ void Builder::mlp_backward(int i, Coord x0) {
   const Shape hs = {s.B, s.S, s.H}, ffn = {s.B, s.S, s.F};
   const std::string gy_name = grad(resid(i + 1));
   each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, gy_name, hs, kResid, 1); });
-  x0.c = 0;
 
   each_cp_tp(x0, [&](const Coord& x) {
     const std::string gy = gather_seq(x, gy_name, hs, kResid, 1);
@@ -128,7 +127,8 @@ void Builder::mlp_backward(int i, Coord x0) {
     }
   });
 
-  each_cp(x0, [&](const Coord& xc) { tp_sum(xc, grad(l + ".mn.out"), hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, grad(l + ".mn.out"),
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, grad(l + ".mn.out"), hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, grad(l + ".mn.out"),
            [&](const Coord& x, const std::string& out) {
              const std::string gn = grad(l + ".mn.out");
              if (fused_gate_up(i)) {
@@ -144,8 +144,8 @@ void Builder::mlp_backward(int i, Coord x0) {
              op(x, gn + ".up", "matmul", {at(x, grad(l + ".up")), weight(x, l + ".wgu.up")}, {b},
                 {{"transpose_b", true}});
              op(x, gn + ".add", "add", {a, b}, {out});
-           }); });
-  x0.c = 0;
+           });
+  });
 
   each_cp_tp(x0, [&](const Coord& x) {
     std::string g_norm =

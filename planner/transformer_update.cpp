@@ -207,8 +207,8 @@ SymSlice Builder::zero_slice(const Param& p, const Coord& x) const {
   SymSlice slice = slice_of(x, p.full, p.spec);
   const int64_t len = (slice[0].second - slice[0].first).value();
   if (len % n_dp != 0)
-    throw std::invalid_argument("zero: dp * cp (" + str(n_dp) + ") must divide dim 0 (" +
-                                str(len) + ") of " + p.local + "'s shard");
+    throw std::invalid_argument("zero: dp * cp (" + str(n_dp) + ") must divide dim 0 (" + str(len) +
+                                ") of " + p.local + "'s shard");
   const Aff j = Aff(x.d) * s.cp + x.c;
   slice[0] = {slice[0].first + j * (len / n_dp), slice[0].first + j * (len / n_dp) + len / n_dp};
   return slice;

@@ -99,8 +99,7 @@ void Builder::update_piece_compact(const Param& p) {
     first.t = 0;
     const std::string out = output("sp", !sync_dp, shape);
     const std::string name = at_rank(first, grad(p.local) + ".sp_all_reduce");
-    const bool bug =
-        s.bug("sp-norm-grad-not-reduced") && p.local == layer(s.bug_layer()) + ".an.w";
+    const bool bug = s.bug("sp-norm-grad-not-reduced") && p.local == layer(s.bug_layer()) + ".an.w";
     branch(bug ? site_at(first) : BugSite{}, [&](bool buggy) {
       if (buggy)
         collective(name + ".solo" + x.t.text(), "all_reduce", {cur}, {out}, solo_group(x));

@@ -191,7 +191,8 @@ TEST(TransformerCompact, EveryBugFoundWithTheSameFirstFinding) {
     expect_same_plan("llama3-tiny", *found);
     expect_same_plan("llama3-tiny", c);
     Report a = testing::verify_json(planner::generate_plan("llama3-tiny", c), "v1-bug");
-    Report b = testing::verify_json(planner::generate_plan("llama3-tiny", compact(c)), "compact-bug");
+    Report b =
+        testing::verify_json(planner::generate_plan("llama3-tiny", compact(c)), "compact-bug");
     EXPECT_EQ(a.verdict, Verdict::NotEquivalent) << bug.name << "\n" << testing::explain(a);
     EXPECT_EQ(b.verdict, Verdict::NotEquivalent) << bug.name << "\n" << testing::explain(b);
     EXPECT_EQ(all_findings(a), all_findings(b)) << bug.name;
