@@ -10,7 +10,9 @@
 // shards, with the collectives of Megatron-style data, tensor, sequence,
 // context and pipeline parallelism and ZeRO in between. Every local tensor
 // that stands for a logical one claims its slice (and part), so the verifier
-// cuts the step into small stages.
+// cuts the step into small stages. The same code also writes the compact
+// form (shardproof-plan/1.1), with the mesh axes as coordinates
+// (transformer_graph.h).
 #pragma once
 
 #include <functional>
