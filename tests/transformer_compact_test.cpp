@@ -138,6 +138,41 @@ TEST(TransformerCompact, ExpansionIsTheV1PlanWithSpCpAndZero) {
   EXPECT_EQ(b.verdict, Verdict::Equivalent) << testing::explain(b);
 }
 
+// Options together, drawn from a fixed sequence: layers 1..5, every degree
+// up to 3 or 4 where the tiny model allows it, sp, cp, ZeRO, bias, the
+// residual round trip, tied embeddings on one stage, and the bugs that
+// apply. Each configuration the planner accepts in both forms must expand
+// to its v1 plan.
+TEST(TransformerCompact, ExpansionIsTheV1PlanForMixedOptions) {
+  std::vector<std::string> bugs = {""};
+  for (const planner::BugInfo& b : planner::list_bugs("llama3-tiny")) bugs.push_back(b.name);
+  uint64_t state = 12345;
+  auto pick = [&](int n) {  // a small LCG: the same draws on every run
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return int((state >> 33) % uint64_t(n));
+  };
+  int compared = 0;
+  for (int draw = 0; draw < 400 && compared < 40; ++draw) {
+    planner::PlanConfig c = tiny(1 + pick(5), 1 + pick(3), 1 + pick(2), 1 + pick(3),
+                                 1 + pick(4), pick(2) == 0);
+    c.cp = pick(3) == 0 ? 2 : 1;
+    c.sp = c.tp > 1 && pick(2) == 0;
+    c.zero = pick(3);
+    c.bias = pick(3) == 0;
+    c.reshard_residual = c.tp > 1 && !c.sp && pick(4) == 0;
+    c.tie_embeddings = c.pp == 1 && pick(4) == 0;
+    c.bug = bugs[size_t(pick(int(bugs.size())))];
+    try {
+      planner::generate_plan("llama3-tiny", compact(c));
+    } catch (const std::invalid_argument&) {
+      continue;  // the configuration does not fit, or the compact form refuses it
+    }
+    expect_same_plan("llama3-tiny", c);
+    ++compared;
+  }
+  EXPECT_EQ(compared, 40);
+}
+
 // Both forms verify to the same verdict and the same number of findings.
 TEST(TransformerCompact, SameVerdictAsV1) {
   for (const planner::PlanConfig& c :
