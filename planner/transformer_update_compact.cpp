@@ -1,8 +1,8 @@
 // The optimizer half of the step in the compact form, as update_piece
 // writes it rank by rank: per parameter piece and stage, the gradient
 // accumulated over micro-batches as one chain of templates (the first link
-// adds micro-batch 0 and 1, later links add one more, the last one carries
-// the claim), the sequence-parallel sum over tp, the data-parallel
+// adds the first two contributions, later links one more each, the last one
+// carries the claim), the sequence-parallel sum over tp, the data-parallel
 // all-reduce (or ZeRO reduce-scatter / shard) over dp x cp, and the
 // optimizer step, each written once.
 #include <stdexcept>
