@@ -83,8 +83,8 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
       ->check(CLI::IsMember({"sgd", "adam"}));
   cmd->add_option("--bug", c.bug, "Inject one bug from the model's catalogue (see --list-bugs)");
   cmd->add_flag("--compact", c.compact,
-                "Write the compact form (shardproof-plan/1.1): programs over the device mesh "
-                "(mlp only so far)");
+                "Write the compact form (shardproof-plan/1.1): programs over the device mesh, "
+                "a file that does not grow with dp, tp, cp or micro-batches");
   cmd->add_option("-o,--output", args.output, "Write the plan here instead of stdout");
   cmd->add_flag("--list-bugs", args.list_bugs, "List the bugs MODEL can carry");
   cmd->add_flag("--list-models", args.list_models, "List the model families");

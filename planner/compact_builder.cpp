@@ -10,21 +10,33 @@ CompactBuilder::CompactBuilder(std::vector<std::pair<std::string, int>> axes, in
   mesh_ = {{"axes", std::move(list)}, {"mb", mb}};
 }
 
-void CompactBuilder::program(const std::string& name, const std::string& on) {
+size_t CompactBuilder::program(const std::string& name, const std::string& on) {
   nlohmann::json p = {
       {"name", name}, {"tensors", nlohmann::json::array()}, {"ops", nlohmann::json::array()}};
   if (!on.empty()) p["on"] = on;
   programs_.push_back(std::move(p));
+  current_ = programs_.size() - 1;
+  return current_;
+}
+
+void CompactBuilder::select(size_t program) {
+  if (program >= programs_.size())
+    throw std::logic_error("planner internal error: no program " + std::to_string(program));
+  current_ = program;
+}
+
+void CompactBuilder::mark(size_t program, size_t tensor, const std::string& flag) {
+  programs_.at(program)["tensors"].at(tensor)[flag] = true;
 }
 
 nlohmann::json& CompactBuilder::current() {
   // Internal planner mistake, not a user error.
   if (programs_.empty()) throw std::logic_error("planner internal error: no program started");
-  return programs_.back();
+  return programs_[current_];
 }
 
-void CompactBuilder::tensor(TensorTemplate t) {
-  nlohmann::json j = {{"name", t.name}, {"shape", t.shape}, {"dtype", "f32"}};
+size_t CompactBuilder::tensor(TensorTemplate t) {
+  nlohmann::json j = {{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}};
   if (t.of) {
     nlohmann::json of = {{"tensor", t.of->tensor}};
     if (!t.of->slice.empty()) {
@@ -39,6 +51,7 @@ void CompactBuilder::tensor(TensorTemplate t) {
   if (t.input) j["input"] = true;
   if (t.output) j["output"] = true;
   current()["tensors"].push_back(std::move(j));
+  return current()["tensors"].size() - 1;
 }
 
 void CompactBuilder::op(const std::string& name, const std::string& op, std::vector<std::string> in,
@@ -77,6 +90,33 @@ std::string all_of(std::initializer_list<std::string> parts) {
   for (const std::string& p : parts)
     if (!p.empty()) s += (s.empty() ? "" : " && ") + p;
   return s;
+}
+
+namespace {
+
+std::string in(const Site::Range& r) {
+  const std::string lo = std::to_string(r.lo), hi = std::to_string(r.hi);
+  return r.lo == r.hi ? r.axis + " == " + lo : r.axis + " >= " + lo + " && " + r.axis + " <= " + hi;
+}
+
+}  // namespace
+
+std::string Site::inside() const {
+  std::string s;
+  for (const Range& r : ranges) s = all_of({s, in(r)});
+  return s;
+}
+
+std::vector<std::string> Site::outside() const {
+  std::vector<std::string> pieces;
+  std::string prefix;
+  for (const Range& r : ranges) {
+    if (r.lo > 0) pieces.push_back(all_of({prefix, r.axis + " < " + std::to_string(r.lo)}));
+    if (r.hi < r.size - 1)
+      pieces.push_back(all_of({prefix, r.axis + " > " + std::to_string(r.hi)}));
+    prefix = all_of({prefix, in(r)});
+  }
+  return pieces;
 }
 
 }  // namespace shardproof::planner

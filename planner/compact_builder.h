@@ -33,6 +33,7 @@ struct TensorTemplate {
   std::optional<ClaimTemplate> of = std::nullopt;
   std::string when = "";
   bool input = false, output = false;
+  std::string dtype = "f32";
 };
 
 class CompactBuilder {
@@ -40,9 +41,15 @@ class CompactBuilder {
   // `axes`: device axes, slowest first (rank order); `mb`: micro-batches.
   CompactBuilder(std::vector<std::pair<std::string, int>> axes, int mb);
 
-  // Starts a program; later templates belong to it.
-  void program(const std::string& name, const std::string& on);
-  void tensor(TensorTemplate t);
+  // Starts a program; later templates belong to it. Returns its index.
+  size_t program(const std::string& name, const std::string& on);
+  // Makes an earlier program the one later templates belong to (a builder
+  // that walks the step in schedule order visits the stages by turns).
+  void select(size_t program);
+  // Returns the template's index in its program.
+  size_t tensor(TensorTemplate t);
+  // Sets a tensor template's "input" or "output" flag after the fact.
+  void mark(size_t program, size_t tensor, const std::string& flag);
   // A local op, or (with `group`, a list of axes) a collective.
   void op(const std::string& name, const std::string& op, std::vector<std::string> in,
           std::vector<std::string> out, nlohmann::json attrs = nlohmann::json::object(),
@@ -59,9 +66,25 @@ class CompactBuilder {
   nlohmann::json& current();
   nlohmann::json mesh_;
   nlohmann::json programs_ = nlohmann::json::array();
+  size_t current_ = 0;
 };
 
 // "a && b", skipping empty parts.
 std::string all_of(std::initializer_list<std::string> parts);
+
+// The coordinates a bug is limited to: each listed axis (of `size`) in
+// [lo, hi]. An injected bug is written as the buggy template under inside()
+// beside the correct one under each piece of outside().
+struct Site {
+  struct Range {
+    std::string axis;
+    int64_t lo, hi, size;
+  };
+  std::vector<Range> ranges;
+
+  std::string inside() const;
+  // Disjoint conjunctions that cover everything else (conditions have no ||).
+  std::vector<std::string> outside() const;
+};
 
 }  // namespace shardproof::planner

@@ -16,36 +16,6 @@ std::string n(int64_t v) {
   return std::to_string(v);
 }
 
-// The coordinates a bug is limited to: each listed axis in [lo, hi].
-struct Site {
-  struct Range {
-    std::string axis;
-    int64_t lo, hi, size;
-  };
-  std::vector<Range> ranges;
-
-  static std::string in(const Range& r) {
-    return r.lo == r.hi ? r.axis + " == " + n(r.lo)
-                        : r.axis + " >= " + n(r.lo) + " && " + r.axis + " <= " + n(r.hi);
-  }
-  std::string inside() const {
-    std::string s;
-    for (const Range& r : ranges) s = all_of({s, in(r)});
-    return s;
-  }
-  // Disjoint conjunctions that cover everything else (conditions have no ||).
-  std::vector<std::string> outside() const {
-    std::vector<std::string> pieces;
-    std::string prefix;
-    for (const Range& r : ranges) {
-      if (r.lo > 0) pieces.push_back(all_of({prefix, r.axis + " < " + n(r.lo)}));
-      if (r.hi < r.size - 1) pieces.push_back(all_of({prefix, r.axis + " > " + n(r.hi)}));
-      prefix = all_of({prefix, in(r)});
-    }
-    return pieces;
-  }
-};
-
 // A range of columns and its width.
 struct Cols {
   ExprRange range;

@@ -45,8 +45,7 @@ void Builder::moe_backward(int i, Coord x0) {
   const Spec resid_spec = {Ax::Batch, Ax::SeqSp, Ax::Full};
   const std::string gy_name = grad(resid(i + 1));
   auto each_dp_tp = [&](const std::function<void(const Coord&)>& f) {
-    for (Coord x = x0; x.d < s.dp; ++x.d)
-      for (x.t = 0; x.t < s.tp; ++x.t) f(x);
+    each_dp(x0, [&](const Coord& x) { each_tp(x, f); });
   };
   // Tokens folded into one dimension, for weight gradients of [*, H] weights.
   auto tokens2d = [&](const Coord& x, const std::string& local, const std::string& name) {
@@ -92,7 +91,7 @@ void Builder::moe_backward(int i, Coord x0) {
     expert_weight_grad(x, xin, g_gate, m + ".wg");
     expert_weight_grad(x, xin, g_up, m + ".wu");
   });
-  for (Coord x = x0; x.d < s.dp; ++x.d)
+  each_dp(x0, [&](const Coord& x) {
     tp_sum(x, grad(m + ".xin"), slots, expert_spec(Ax::Full), -1, grad(m + ".xin"),
            [&](const Coord& xt, const std::string& out) {
              const std::string gx = grad(m + ".xin");
@@ -104,6 +103,7 @@ void Builder::moe_backward(int i, Coord x0) {
                 {{"transpose_b", true}});
              op(xt, gx + ".add", "add", {a, b}, {out});
            });
+  });
   moe_all_to_all(x0, grad(m + ".xin"), false);
 
   // Dispatch and router backward, and the shared expert, on the tokens' rank.
@@ -167,7 +167,7 @@ void Builder::moe_backward(int i, Coord x0) {
          {{"transpose_a", true}});
     }
   });
-  for (Coord x = x0; x.d < s.dp; ++x.d)
+  each_dp(x0, [&](const Coord& x) {
     tp_sum(x, grad(m + ".n.shared"), hs, kRow, 1, grad(m + ".n.shared"),
            [&](const Coord& xt, const std::string& out) {
              const std::string gn = grad(m + ".n.shared");
@@ -179,6 +179,7 @@ void Builder::moe_backward(int i, Coord x0) {
                 {{"transpose_b", true}});
              op(xt, gn + ".add", "add", {a, b}, {out});
            });
+  });
 
   each_dp_tp([&](const Coord& x) {
     std::string g_n = act(x, grad(l + ".mn.out"), hs, kRow);

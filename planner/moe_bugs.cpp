@@ -138,20 +138,30 @@ bool Builder::moe_fires(const char* bug, int i, const Coord& x) const {
   return s.bug(bug) && (i < 0 || i == s.moe_bug_layer()) && x.d == 0 && x.m == 0;
 }
 
-std::string Builder::moe_tp_sum_bug(const std::string& site, const Coord& x) const {
-  if (!s.moe()) return "";
-  const std::string ref = layer(s.moe_bug_layer()) + ".moe";
-  if (moe_fires("expert-out-not-reduced-tp", -1, x) && site == ref + ".out") return "skip";
-  if (moe_fires("expert-grad-not-reduced-tp", -1, x) && site == grad(ref + ".xin")) return "skip";
-  return "";
+Builder::BugSite Builder::moe_site(const char* bug, int i, const Coord& x) const {
+  // MoE layouts have cp 1: moe_fires' coordinates are site_at's.
+  if (!s.bug(bug) || (i >= 0 && i != s.moe_bug_layer())) return {};
+  return site_at(x);
 }
 
-std::string Builder::moe_dp_sync_bug(const Param& p, const Coord& x) const {
-  if (!s.moe() || x.t != 0) return "";
+std::pair<std::string, Builder::BugSite> Builder::moe_tp_sum_bug(const std::string& site,
+                                                                 const Coord& x) const {
+  if (!s.moe()) return {"", {}};
   const std::string ref = layer(s.moe_bug_layer()) + ".moe";
-  if (s.bug("router-grad-not-synced") && p.local == ref + ".wr") return "skip";
-  if (s.bug("expert-grad-not-synced") && p.local == ref + ".wg") return "skip";
-  return "";
+  if (site == ref + ".out") return {"skip", moe_site("expert-out-not-reduced-tp", -1, x)};
+  if (site == grad(ref + ".xin")) return {"skip", moe_site("expert-grad-not-reduced-tp", -1, x)};
+  return {"", {}};
+}
+
+std::pair<std::string, Builder::BugSite> Builder::moe_dp_sync_bug(const Param& p,
+                                                                  const Coord& x) const {
+  if (!s.moe()) return {"", {}};
+  // x is the group's first member (dp 0) on tp rank 0.
+  const std::string ref = layer(s.moe_bug_layer()) + ".moe";
+  if ((s.bug("router-grad-not-synced") && p.local == ref + ".wr") ||
+      (s.bug("expert-grad-not-synced") && p.local == ref + ".wg"))
+    return {"skip", site_at(x, 0, true)};
+  return {"", {}};
 }
 
 bool Builder::dp_replicated(const Param& p) const {

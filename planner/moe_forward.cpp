@@ -47,12 +47,11 @@ void Builder::declare_moe_params(int i) {
 void Builder::moe_inputs() {
   for (int i = 0; i < s.L; ++i) {
     if (!s.moe_layer(i)) continue;
-    for (int d = 0; d < s.dp; ++d)
-      for (int t = 0; t < s.tp; ++t)
-        for (int m = 0; m < s.mb; ++m) {
-          Coord x{d, 0, t, s.stage_of(i), m};
-          add_input(act(x, layer(i) + ".moe.dispatch", {s.B, s.S, s.E, s.C}, kSlots));
-        }
+    for (Coord x : devices(s.stage_of(i)))
+      for (const Ix& m : microbatches()) {
+        x.m = m;
+        add_input(act(x, layer(i) + ".moe.dispatch", {s.B, s.S, s.E, s.C}, kSlots));
+      }
   }
 }
 
@@ -71,46 +70,50 @@ std::string Builder::token_side(const Coord& x, const std::string& name) const {
 void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts) {
   if (s.ep == 1) return;
   const Shape full = {s.B, s.E, s.C, s.H};
-  for (x0.t = 0; x0.t < s.tp; ++x0.t) {
+  each_tp(x0, [&](const Coord& xt) {
     std::vector<std::string> in, out;
-    for (Coord x = x0; x.d < s.dp; ++x.d) {
+    each_dp(xt, [&](const Coord& x) {
       in.push_back(at(x, name));
       out.push_back(to_experts ? claim(x, expert_side(x, name), name, full, expert_spec(Ax::Full))
                                : claim(x, token_side(x, name), name, full, kSlots));
-    }
-    Coord xg = x0;
+    });
+    Coord xg = xt;
     xg.d = 0;
-    std::vector<int> group = dp_cp_group(xg);
+    Group group = dp_cp_group(xg);
     // To the owners: expert blocks out, sequences in; back: the reverse.
     nlohmann::json attrs = {{"split_dim", to_experts ? 1 : 0}, {"concat_dim", to_experts ? 0 : 1}};
     const std::string op_name = at(xg, name + (to_experts ? ".ep_dispatch" : ".ep_combine"));
+    // Reverse order (v1 only: the compact form refuses the bug).
     if (!to_experts && moe_fires("all-to-all-wrong-order", -1, xg) && xg.t == 0 &&
         name == layer(s.moe_bug_layer()) + ".moe.out") {
       // Group listed in reverse: rank r gets the pieces meant for rank
       // dp-1-r, concatenated in reverse expert order.
       std::reverse(in.begin(), in.end());
       std::reverse(out.begin(), out.end());
-      std::reverse(group.begin(), group.end());
+      std::reverse(group.ranks.begin(), group.ranks.end());
     }
-    if (to_experts && moe_fires("all-to-all-dims-swapped", -1, xg) && xg.t == 0 &&
-        name == layer(s.moe_bug_layer()) + ".moe.xin") {
+    const bool swapped = to_experts && name == layer(s.moe_bug_layer()) + ".moe.xin";
+    BugSite site = swapped ? moe_site("all-to-all-dims-swapped", -1, xg) : BugSite{};
+    if (site.fires) site = site_at(xg, 0, true);  // and on tp rank 0 only
+    branch(site, [&](bool buggy) {
+      if (!buggy) return collective(op_name, "all_to_all", in, out, group, attrs);
       // Split on sequences and concatenated on experts, into a buffer then
       // viewed with the expected shape.
+      auto index = [&](const Coord& x) { return sym() ? size_t(0) : size_t(int(x.d)); };
       std::vector<std::string> wrong;
-      for (Coord x = xg; x.d < s.dp; ++x.d) {
-        Shape w = g.shape(in[x.d]);
+      each_dp(xg, [&](const Coord& x) {
+        Shape w = g.shape(in[index(x)]);
         w[0] /= s.ep;
         w[1] *= s.ep;
         wrong.push_back(scratch(x, name + ".ep_swapped", w));
-      }
+      });
       collective(op_name, "all_to_all", in, wrong, group, {{"split_dim", 0}, {"concat_dim", 1}});
-      for (Coord x = xg; x.d < s.dp; ++x.d)
-        op(x, name + ".ep_view", "reshape", {wrong[x.d]}, {out[x.d]},
-           {{"shape", g.shape(out[x.d])}});
-      continue;
-    }
-    collective(op_name, "all_to_all", in, out, group, attrs);
-  }
+      each_dp(xg, [&](const Coord& x) {
+        const size_t k = index(x);
+        op(x, name + ".ep_view", "reshape", {wrong[k]}, {out[k]}, {{"shape", g.shape(out[k])}});
+      });
+    });
+  });
 }
 
 void Builder::moe_forward(int i, Coord x0) {
@@ -119,8 +122,7 @@ void Builder::moe_forward(int i, Coord x0) {
   const Shape flat = {s.B, s.E * s.C, s.H}, mask = {s.B, s.S, s.E, s.C};
   const Spec resid_spec = {Ax::Batch, Ax::SeqSp, Ax::Full};
   auto each_dp_tp = [&](const std::function<void(const Coord&)>& f) {
-    for (Coord x = x0; x.d < s.dp; ++x.d)
-      for (x.t = 0; x.t < s.tp; ++x.t) f(x);
+    each_dp(x0, [&](const Coord& x) { each_tp(x, f); });
   };
 
   // Router, combine weights and the token slots, on the tokens' rank.
@@ -159,11 +161,12 @@ void Builder::moe_forward(int i, Coord x0) {
     std::string mid = act(x, m + ".mid", ffn, expert_spec(Ax::Tp));
     op(x, m + ".mid", "mul", {a, up}, {mid});
   });
-  for (Coord x = x0; x.d < s.dp; ++x.d)
+  each_dp(x0, [&](const Coord& x) {
     tp_sum(x, m + ".out", slots, expert_spec(Ax::Full), -1, m + ".out",
            [&](const Coord& xt, const std::string& out) {
              op(xt, m + ".down", "matmul", {at(xt, m + ".mid"), weight(xt, m + ".wd")}, {out});
            });
+  });
   moe_all_to_all(x0, m + ".out", false);
 
   // Shared expert (Megatron MLP) and the combine, on the tokens' rank.
@@ -188,26 +191,27 @@ void Builder::moe_forward(int i, Coord x0) {
     std::string y = act(x, m + ".y", hs, kRow);
     op(x, m + ".combine", "matmul", {cw2, out2}, {y});
   });
-  for (Coord x = x0; x.d < s.dp; ++x.d)
+  each_dp(x0, [&](const Coord& x) {
     tp_sum(x, m + ".shared", hs, kRow, 1, m + ".shared",
            [&](const Coord& xt, const std::string& out) {
              op(xt, m + ".sdown", "matmul", {at(xt, m + ".smid"), weight(xt, m + ".wsd")}, {out});
            });
+  });
   each_dp_tp([&](const Coord& x) {
     std::string sum = act(x, l + ".mlp", hs, kRow);
-    std::string shared = at(x, m + ".shared");
-    if (moe_fires("moe-combine-missing-shared", i, x)) {
+    const std::string shared = at(x, m + ".shared");
+    branch(moe_site("moe-combine-missing-shared", i, x), [&](bool buggy) {
+      if (!buggy) return op(x, m + ".sum", "add", {at(x, m + ".y"), shared}, {sum});
       // Masked out rather than left out, so the stage still reads the
       // claimed shared output and its logical side stops there.
       std::string dropped = scratch(x, m + ".shared.dropped", g.shape(shared));
       op(x, m + ".shared.drop", "scale", {shared}, {dropped}, {{"factor", 0}});
-      shared = dropped;
-    }
-    op(x, m + ".sum", "add", {at(x, m + ".y"), shared}, {sum});
+      op(x, m + ".sum", "add", {at(x, m + ".y"), dropped}, {sum});
+    });
     std::string next = resid_out(x, i + 1);
     op(x, l + ".mlp.residual", "add", {at(x, l + ".h"), sum}, {next});
   });
-  for (Coord x = x0; x.d < s.dp; ++x.d) reshard_resid(x, i + 1);
+  each_dp(x0, [&](const Coord& x) { reshard_resid(x, i + 1); });
 }
 
 }  // namespace shardproof::planner::transformer

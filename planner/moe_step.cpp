@@ -14,41 +14,41 @@ void Builder::build_lockstep() {
   const Shape hs = {s.B, s.S, s.H};
   const Spec resid_spec = {Ax::Batch, Ax::SeqSp, Ax::Full};
   // Sends `name` from stage `from` to stage `to` on every tp rank (cp is 1).
-  auto send_all = [&](Coord x, int from, int to, const std::string& name) {
-    for (x.t = 0; x.t < s.tp; ++x.t) {
-      Coord a = x, b = x;
+  auto send_all = [&](const Coord& x, int from, int to, const std::string& name) {
+    each_tp(x, [&](const Coord& xt) {
+      Coord a = xt, b = xt;
       a.p = from;
       b.p = to;
       send(a, b, name, hs, resid_spec);
-    }
+    });
   };
-  // Runs `f` on dp rank d of micro-batch m, stage p.
-  auto each_dp = [&](int m, int p, const std::function<void(const Coord&)>& f) {
-    for (int d = 0; d < s.dp; ++d) f(Coord{d, 0, 0, p, m});
+  // Runs `f` on every dp rank of micro-batch m, stage p.
+  auto each_dp_at = [&](const Ix& m, int p, const std::function<void(const Coord&)>& f) {
+    each_dp(Coord{0, 0, 0, p, m}, f);
   };
-  for (int m = 0; m < s.mb; ++m) {
-    each_dp(m, 0, [&](const Coord& x) { embedding_forward(x); });
+  for (const Ix& m : microbatches()) {
+    each_dp_at(m, 0, [&](const Coord& x) { embedding_forward(x); });
     for (int i = 0; i < s.L; ++i) {
       const int p = s.stage_of(i);
-      each_dp(m, p, [&](const Coord& x) {
+      each_dp_at(m, p, [&](const Coord& x) {
         if (i > 0 && s.stage_of(i - 1) != p) send_all(x, s.stage_of(i - 1), p, resid(i));
         attention_forward(i, x);
         if (!s.moe_layer(i)) mlp_forward(i, x);
       });
       if (s.moe_layer(i)) moe_forward(i, Coord{0, 0, 0, p, m});
     }
-    each_dp(m, s.last_stage(), [&](const Coord& x) { head_forward_backward(x); });
+    each_dp_at(m, s.last_stage(), [&](const Coord& x) { head_forward_backward(x); });
     for (int i = s.L - 1; i >= 0; --i) {
       const int p = s.stage_of(i);
-      each_dp(m, p, [&](const Coord& x) {
+      each_dp_at(m, p, [&](const Coord& x) {
         if (i + 1 < s.L && s.stage_of(i + 1) != p)
           send_all(x, s.stage_of(i + 1), p, grad(resid(i + 1)));
         if (!s.moe_layer(i)) mlp_backward(i, x);
       });
       if (s.moe_layer(i)) moe_backward(i, Coord{0, 0, 0, p, m});
-      each_dp(m, p, [&](const Coord& x) { attention_backward(i, x); });
+      each_dp_at(m, p, [&](const Coord& x) { attention_backward(i, x); });
     }
-    each_dp(m, 0, [&](const Coord& x) { embedding_backward(x); });
+    each_dp_at(m, 0, [&](const Coord& x) { embedding_backward(x); });
   }
   update_params();
 }

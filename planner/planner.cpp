@@ -42,8 +42,6 @@ std::vector<BugInfo> list_bugs(const std::string& model) {
 
 nlohmann::json generate_plan(const std::string& model, const PlanConfig& config) {
   const ModelFamily& family = find_family(model);
-  if (config.compact && family.name != "mlp")
-    throw std::invalid_argument(model + ": --compact is written for the mlp family only so far");
   return family.generate(config);
 }
 

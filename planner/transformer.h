@@ -10,18 +10,23 @@
 // shards, with the collectives of Megatron-style data, tensor, sequence,
 // context and pipeline parallelism and ZeRO in between. Every local tensor
 // that stands for a logical one claims its slice (and part), so the verifier
-// cuts the step into small stages.
+// cuts the step into small stages. The same code also writes the compact
+// form (shardproof-plan/1.1), with the mesh axes as coordinates
+// (transformer_graph.h).
 #pragma once
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "planner/compact_builder.h"
 #include "planner/plan_builder.h"
 #include "planner/planner.h"
+#include "planner/transformer_graph.h"
 
 namespace shardproof::planner::transformer {
 
@@ -124,18 +129,20 @@ enum class Ax {
 using Spec = std::vector<Ax>;
 
 struct Part {
-  int64_t k = 0, n = 1;
+  Aff k = 0;
+  int64_t n = 1;
 };
 
-// Where a local computation runs: dp rank, cp rank, tp rank, pipeline stage
-// and micro-batch.
-struct Coord {
-  int d = 0, c = 0, t = 0, p = 0, m = 0;
-};
+// The graph a layout's builder writes into (transformer_graph.cpp).
+std::unique_ptr<Graph> v1_graph(GraphBuilder& g, const Layout& s);
+std::unique_ptr<Graph> compact_graph(CompactBuilder& g, const Layout& s);
+// Empty when the compact form can be written for the layout, else the flag
+// (or configuration) it does not support yet, and why.
+std::string compact_unsupported(const Layout& s);
 
 class Builder {
  public:
-  Builder(const Layout& layout, GraphBuilder& graph) : s(layout), g(graph) {}
+  Builder(const Layout& layout, Graph& graph) : s(layout), g(graph) {}
   void build();
 
  private:
@@ -146,7 +153,19 @@ class Builder {
   std::string at(const Coord& x, const std::string& name) const;       // per micro-batch
   std::string at_rank(const Coord& x, const std::string& name) const;  // per rank
   int rank(const Coord& x) const { return s.rank(x.d, x.c, x.t, x.p); }
-  Slice slice_of(const Coord& x, const Shape& full, const Spec& spec) const;
+  // Writing the compact form: coordinates are the mesh axes.
+  bool sym() const { return g.compact(); }
+  // Every device (dp, cp, tp) of stage p, in rank order (compact: the one
+  // symbolic device); every dp rank; every micro-batch.
+  std::vector<Coord> devices(int p) const;
+  std::vector<Ix> dp_ranks() const;
+  std::vector<Ix> microbatches() const;
+  // Which of the kv_replicas() ranks sharing a kv head x is.
+  Aff kv_replica(const Coord& x) const;
+  // Where the gradient contributions of a piece are kept: its rank (v1),
+  // its stage (compact).
+  int grad_key(const Coord& x) const { return sym() ? x.p : rank(x); }
+  SymSlice slice_of(const Coord& x, const Shape& full, const Spec& spec) const;
   // Declares local tensor `local` standing for logical[spec slice] (or part
   // of it); in the logical graph it is the logical tensor itself.
   std::string claim(const Coord& x, const std::string& local, const std::string& logical,
@@ -163,15 +182,22 @@ class Builder {
           nlohmann::json attrs = nlohmann::json::object());
   std::string constant(const Coord& x, const std::string& name, const Shape& shape,
                        nlohmann::json value, const std::string& dtype);
-  std::vector<int> tp_group(const Coord& x) const;
-  std::vector<int> cp_group(const Coord& x) const;
-  std::vector<int> dp_cp_group(const Coord& x) const;
+  Group tp_group(const Coord& x) const;
+  // x's rank alone (a collective that each member runs by itself).
+  Group solo_group(const Coord& x) const;
+  Group cp_group(const Coord& x) const;
+  Group dp_cp_group(const Coord& x) const;
   void collective(const std::string& name, const std::string& op, std::vector<std::string> in,
-                  std::vector<std::string> out, std::vector<int> group,
+                  std::vector<std::string> out, const Group& group,
                   nlohmann::json attrs = nlohmann::json::object());
   // Runs `local(x)` for every tp rank of x's group.
   void each_tp(Coord x, const std::function<void(const Coord&)>& local);
+  // Where x's tp rank is in the lists each_tp fills (the compact form has one).
+  size_t tp_index(const Coord& x) const { return sym() ? 0 : size_t(int(x.t)); }
+  void each_cp(Coord x, const std::function<void(const Coord&)>& local);
   void each_cp_tp(Coord x, const std::function<void(const Coord&)>& local);
+  // Runs `local(x)` for every dp rank (the MoE lockstep).
+  void each_dp(Coord x, const std::function<void(const Coord&)>& local);
 
   // A sum over the tp group: `produce(x, out)` writes part t of tp of logical
   // `name` (full shape `full`, cut as `spec` with `seq_dim` being Seq) into
@@ -190,15 +216,28 @@ class Builder {
                             int seq_dim);
 
   // --- transformer_bugs.cpp: where the catalogue's bugs hook in.
+  // Where a bug fires: nowhere, everywhere (always so in v1, where the
+  // coordinates are known), or (compact) on the coordinates `at` lists.
+  struct BugSite {
+    bool fires = false;
+    Site at = {};
+  };
+  // The coordinates of x where d and c are 0, m is `m` and (t0) t is 0.
+  BugSite site_at(const Coord& x, int m = 0, bool t0 = false) const;
+  // Writes emit(true) where the bug fires and emit(false) elsewhere (in the
+  // compact form: once per disjoint condition).
+  void branch(const BugSite& site, const std::function<void(bool buggy)>& emit);
   // How the tp reduction at `site` is corrupted at x: "" (not), "skip",
-  // "mean" or "double".
-  std::string tp_sum_bug(const std::string& site, const Coord& x) const;
-  // How the sequence-parallel all-gather of `name` is corrupted: "", "order", "dim".
-  std::string gather_bug(const std::string& name, const Coord& x) const;
+  // "mean" or "double", and where.
+  std::pair<std::string, BugSite> tp_sum_bug(const std::string& site, const Coord& x) const;
+  // How the sequence-parallel all-gather of `name` is corrupted: "", "order",
+  // "dim", and where.
+  std::pair<std::string, BugSite> gather_bug(const std::string& name, const Coord& x) const;
   struct Param;
-  // "skip" or "mean" for the dp gradient sync of piece p at x, else "".
-  std::string dp_sync_bug(const Param& p, const Coord& x) const;
-  bool send_bug(const std::string& name, const Coord& from) const;
+  // "skip" or "mean" for the dp gradient sync of piece p at x (its first
+  // member), else "", and where.
+  std::pair<std::string, BugSite> dp_sync_bug(const Param& p, const Coord& x) const;
+  BugSite send_bug(const std::string& name, const Coord& from) const;
   std::string send_bug_source(const std::string& name, const Coord& from) const;
   // The token count the loss is normalised by (B*S unless a bug says otherwise).
   int64_t loss_token_count(const Coord& x) const;
@@ -276,8 +315,10 @@ class Builder {
   void expert_weight_grad(const Coord& x, const std::string& a, const std::string& b,
                           const std::string& piece);
   // moe_bugs.cpp hooks.
-  std::string moe_tp_sum_bug(const std::string& site, const Coord& x) const;
-  std::string moe_dp_sync_bug(const Param& p, const Coord& x) const;
+  std::pair<std::string, BugSite> moe_tp_sum_bug(const std::string& site, const Coord& x) const;
+  std::pair<std::string, BugSite> moe_dp_sync_bug(const Param& p, const Coord& x) const;
+  // moe_fires as a site (compact: the coordinates where it fires).
+  BugSite moe_site(const char* bug, int i, const Coord& x) const;
   bool moe_fires(const char* bug, int i, const Coord& x) const;
   // False for a parameter piece that has no dp replicas (an expert block under ep).
   bool dp_replicated(const Param& p) const;
@@ -307,17 +348,27 @@ class Builder {
                           const Shape& shape);
   void update_params();
   void update_piece(const std::vector<const Param*>& pieces);
+  // transformer_update_compact.cpp: the same in the compact form, where the
+  // accumulation over micro-batches is one chain of templates.
+  void update_piece_compact(const Param& p);
+  // ZeRO: the shard of piece p that x's rank steps (dp * cp shards of dim 0).
+  SymSlice zero_slice(const Param& p, const Coord& x) const;
+  // A tensor standing for logical[slice] (part k of n) on x's rank.
+  void declare(const Coord& x, const std::string& local, const std::string& logical,
+               const SymSlice& slice, Part part = {});
   void dp_sync(const Param& p, const Coord& x, const std::vector<std::string>& in,
-               const std::vector<std::string>& out, const std::vector<int>& group);
+               const std::vector<std::string>& out, const Group& group);
   void step(const Param& p, const Coord& x, const std::string& g_piece, bool zero);
   void finish_step(const Param& p, const Coord& x, const std::string& next, bool zero);
   nlohmann::json optimizer_attrs() const;
 
   const Layout& s;
-  GraphBuilder& g;
+  Graph& g;
   std::vector<Param> params_;
   // (rank, piece) -> contributions, in emission order.
   std::map<std::pair<int, std::string>, std::vector<std::string>> grads_;
+  // The same contributions as suffixes: at(x, suffix) at any micro-batch.
+  std::map<std::pair<int, std::string>, std::vector<std::string>> grad_whats_;
   std::vector<std::string> declared_inputs_, declared_outputs_;
   // ZeRO: updated shards per (piece, stage, tp rank), in dp x cp group order.
   std::map<std::tuple<std::string, int, int>, std::vector<std::string>> zero_shards_;

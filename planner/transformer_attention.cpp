@@ -45,7 +45,7 @@ std::string Builder::reduce_kv(const Coord& x, const std::string& g_exp, const s
   std::string r5 = scratch(x, name + ".r5", {in[0], kv, in[1] / kv, in[2], in[3]});
   op(x, name + ".r5", "reshape", {g_exp}, {r5}, {{"shape", g.shape(r5)}});
   const int rep = s.kv_replicas();
-  Part part{int64_t(x.c) * rep + x.t % rep, int64_t(s.cp) * rep};
+  Part part{Aff(x.c) * rep + kv_replica(x), int64_t(s.cp) * rep};
   std::string out = act(x, name, {s.B, s.NKV, seq_len, s.D},
                         {Ax::Batch, Ax::Kv, Ax::Full, Ax::Full}, part);
   op(x, name + ".sum_groups", "sum", {r5}, {out}, {{"dims", {2}}});
@@ -65,8 +65,7 @@ void Builder::attention_forward(int i, Coord x0) {
   each_cp_tp(x0, [&](const Coord& x) {
     rmsnorm_forward(x, l + ".an", at(x, resid(i)), weight(x, l + ".an.w"), hs, resid_spec);
   });
-  for (x0.c = 0; x0.c < s.cp; ++x0.c) all_gather_seq_group(x0, l + ".an.out", hs, resid_spec, 1);
-  x0.c = 0;
+  each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, l + ".an.out", hs, resid_spec, 1); });
 
   each_cp_tp(x0, [&](const Coord& x) {
     const std::string n = gather_seq(x, l + ".an.out", hs, resid_spec, 1);
@@ -92,21 +91,23 @@ void Builder::attention_forward(int i, Coord x0) {
   };
   if (s.cp > 1) {
     for (const std::string& t : {l + ".k.rope", l + ".v4"})
-      for (x0.t = 0; x0.t < s.tp; ++x0.t) {
+      each_tp(x0, [&](const Coord& xt) {
         std::vector<std::string> in, out;
-        for (Coord x = x0; x.c < s.cp; ++x.c) {
+        each_cp(xt, [&](const Coord& x) {
           in.push_back(at(x, t));
           out.push_back(claim(x, kv_name(x, t), t, k4, kv_gathered));
-        }
-        std::vector<int> group = cp_group(x0);
-        if (t == l + ".k.rope" && x0.t == 0 && fires("cp-kv-allgather-order", i, x0)) {
+        });
+        Coord xg = xt;  // named at the group's first member
+        xg.c = 0;
+        Group group = cp_group(xg);
+        // Reverse order (v1 only: the compact form refuses the bug).
+        if (t == l + ".k.rope" && fires("cp-kv-allgather-order", i, xg) && xg.t == 0) {
           std::reverse(in.begin(), in.end());
           std::reverse(out.begin(), out.end());
-          std::reverse(group.begin(), group.end());
+          std::reverse(group.ranks.begin(), group.ranks.end());
         }
-        collective(at(x0, t + ".cp_all_gather"), "all_gather", in, out, group, {{"dim", 1}});
-      }
-    x0.t = 0;
+        collective(at(xg, t + ".cp_all_gather"), "all_gather", in, out, group, {{"dim", 1}});
+      });
   }
 
   const nlohmann::json scale = {{"factor", inv_sqrt(s.D)}};
@@ -140,12 +141,10 @@ void Builder::attention_forward(int i, Coord x0) {
     op(x, l + ".ctx.flat", "reshape", {ctx_t}, {flat}, {{"shape", g.shape(flat)}});
   });
 
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    tp_sum(x0, l + ".attn", hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, l + ".attn",
-           [&](const Coord& x, const std::string& out) {
-             output_projection(x, i, out);
-           });
-  x0.c = 0;
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, l + ".attn", hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, l + ".attn",
+           [&](const Coord& x, const std::string& out) { output_projection(x, i, out); });
+  });
   each_cp_tp(x0, [&](const Coord& x) {
     std::string h = act(x, l + ".h", hs, resid_spec);
     op(x, l + ".residual", "add", {at(x, resid(i)), at(x, l + ".attn")}, {h});
@@ -168,9 +167,8 @@ void Builder::attention_backward(int i, Coord x0) {
   const int rep = s.kv_replicas();
 
   bias_backward(i, x0);
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    all_gather_seq_group(x0, grad(l + ".h"), hs, resid_spec, 1);
-  x0.c = 0;
+  each_cp(x0,
+          [&](const Coord& xc) { all_gather_seq_group(xc, grad(l + ".h"), hs, resid_spec, 1); });
 
   each_cp_tp(x0, [&](const Coord& x) {
     const std::string gh = gather_seq(x, grad(l + ".h"), hs, resid_spec, 1);
@@ -222,7 +220,7 @@ void Builder::attention_backward(int i, Coord x0) {
        {{"transpose_a", true}});
 
     // Back to kv heads (summing each group's query heads), then [b, s, h, D].
-    const Part kv_part{int64_t(x.c) * rep + x.t % rep, int64_t(s.cp) * rep};
+    const Part kv_part{Aff(x.c) * rep + kv_replica(x), int64_t(s.cp) * rep};
     const Spec seq_full = {Ax::Batch, Ax::Full, Ax::Kv, Ax::Full};
     for (const char* kv : {"k", "v"}) {
       const std::string base = l + "." + kv;
@@ -238,29 +236,37 @@ void Builder::attention_backward(int i, Coord x0) {
   // this rank's chunk.
   if (s.cp > 1) {
     for (const std::string& t : {grad(l + ".k.rope"), grad(l + ".v4")})
-      for (x0.t = 0; x0.t < s.tp; ++x0.t) {
+      each_tp(x0, [&](const Coord& xt) {
         std::vector<std::string> in, out;
-        for (Coord x = x0; x.c < s.cp; ++x.c) {
+        each_cp(xt, [&](const Coord& x) {
           in.push_back(at(x, t) + ".cp");
-          out.push_back(act(x, t, k4, k4_spec, Part{x.t % rep, rep}));
-        }
-        if (t == grad(l + ".k.rope") && x0.t == 0 && fires("cp-kv-grad-not-reduced", i, x0)) {
-          // Each cp rank keeps its own queries' share of its chunk.
-          for (Coord x = x0; x.c < s.cp; ++x.c) {
-            const int64_t chunk = s.S / s.cp;
-            op(x, t + ".own_chunk", "slice", {in[x.c]}, {out[x.c]},
-               {{"dim", 1}, {"start", x.c * chunk}, {"end", (x.c + 1) * chunk}});
+          out.push_back(act(x, t, k4, k4_spec, Part{kv_replica(x), rep}));
+        });
+        Coord xg = xt;  // named at the group's first member
+        xg.c = 0;
+        const bool skip =
+            t == grad(l + ".k.rope") && s.bug("cp-kv-grad-not-reduced") && i == s.bug_layer();
+        branch(skip ? site_at(xg, 0, true) : BugSite{}, [&](bool buggy) {
+          if (!buggy) {
+            collective(at(xg, t + ".cp_reduce_scatter"), "reduce_scatter", in, out, cp_group(xg),
+                       {{"dim", 1}, {"reduce", "sum"}});
+            return;
           }
-          continue;
-        }
-        collective(at(x0, t + ".cp_reduce_scatter"), "reduce_scatter", in, out, cp_group(x0),
-                   {{"dim", 1}, {"reduce", "sum"}});
-      }
-    x0.t = 0;
+          // Each cp rank keeps its own queries' share of its chunk.
+          each_cp(xt, [&](const Coord& x) {
+            const size_t k = sym() ? 0 : size_t(int(x.c));
+            const int64_t chunk = s.S / s.cp;
+            op(x, t + ".own_chunk", "slice", {in[k]}, {out[k]},
+               {{"dim", 1},
+                {"start", (Aff(x.c) * chunk).attr()},
+                {"end", (Aff(x.c) * chunk + chunk).attr()}});
+          });
+        });
+      });
   }
 
   each_cp_tp(x0, [&](const Coord& x) {
-    const Part kv_part{x.t % rep, rep};
+    const Part kv_part{kv_replica(x), rep};
     std::string g_qr = act(x, grad(l + ".q.rope"), q4, q4_spec);
     op(x, grad(l + ".q.rope"), "transpose", {at(x, grad(l + ".q.t"))}, {g_qr}, swap);
     std::string g_q4 = rope(x, g_qr, grad(l + ".q4"), true, q4, q4_spec);
@@ -285,8 +291,8 @@ void Builder::attention_backward(int i, Coord x0) {
     flatten("v", at(x, grad(l + ".v4")), k_full, k_spec, kv_part);
   });
 
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    tp_sum(x0, grad(l + ".an.out"), hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, grad(l + ".an.out"),
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, grad(l + ".an.out"), hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, grad(l + ".an.out"),
            [&](const Coord& x, const std::string& out) {
              std::vector<std::string> terms;
              for (const char* w : {"q", "k", "v"}) {
@@ -300,7 +306,7 @@ void Builder::attention_backward(int i, Coord x0) {
              op(x, grad(l + ".an.out") + ".qk", "add", {terms[0], terms[1]}, {qk});
              op(x, grad(l + ".an.out") + ".qkv", "add", {qk, terms[2]}, {out});
            });
-  x0.c = 0;
+  });
 
   each_cp_tp(x0, [&](const Coord& x) {
     std::string g_norm =

@@ -193,37 +193,78 @@ bool Builder::fires(const char* bug, int i, const Coord& x) const {
   return s.bug(bug) && (i < 0 || i == s.bug_layer()) && x.d == 0 && x.c == 0 && x.m == 0;
 }
 
-std::string Builder::tp_sum_bug(const std::string& site, const Coord& x) const {
+Builder::BugSite Builder::site_at(const Coord& x, int m, bool t0) const {
+  BugSite site{true};
+  auto need = [&](const Ix& v, const char* axis, int want, int size) {
+    if (!v.symbolic()) {
+      site.fires = site.fires && int(v) == want;
+      return;
+    }
+    if (v.offset() != 0) throw std::logic_error("transformer planner: bug site off an axis");
+    if (size > 1) site.at.ranges.push_back({axis, want, want, size});
+  };
+  need(x.d, "dp", 0, s.dp);
+  need(x.c, "cp", 0, s.cp);
+  if (t0) need(x.t, "tp", 0, s.tp);
+  need(x.m, "mb", m, s.mb);
+  if (!site.fires) site.at.ranges.clear();
+  return site;
+}
+
+void Builder::branch(const BugSite& site, const std::function<void(bool)>& emit) {
+  if (!site.fires || site.at.ranges.empty()) return emit(site.fires);
+  {
+    Graph::When there(g, site.at.inside());
+    emit(true);
+  }
+  for (const std::string& rest : site.at.outside()) {
+    Graph::When elsewhere(g, rest);
+    emit(false);
+  }
+}
+
+std::pair<std::string, Builder::BugSite> Builder::tp_sum_bug(const std::string& site,
+                                                             const Coord& x) const {
   const std::string ref = layer(s.bug_layer());
-  if (fires("row-parallel-no-allreduce", -1, x) && site == ref + ".attn") return "skip";
-  if (fires("double-allreduce", -1, x) && site == ref + ".attn") return "double";
-  if (fires("allreduce-mean-not-sum", -1, x) && site == ref + ".mlp") return "mean";
-  if (fires("tp-input-grad-not-reduced", -1, x) && site == grad(ref + ".an.out")) return "skip";
+  const struct {
+    const char* bug;
+    std::string site;
+    const char* kind;
+  } hooks[] = {{"row-parallel-no-allreduce", ref + ".attn", "skip"},
+               {"double-allreduce", ref + ".attn", "double"},
+               {"allreduce-mean-not-sum", ref + ".mlp", "mean"},
+               {"tp-input-grad-not-reduced", grad(ref + ".an.out"), "skip"}};
+  for (const auto& h : hooks)
+    if (s.bug(h.bug) && site == h.site) return {h.kind, site_at(x)};
   return moe_tp_sum_bug(site, x);
 }
 
-std::string Builder::gather_bug(const std::string& name, const Coord& x) const {
-  const std::string target = layer(s.bug_layer()) + ".an.out";
-  if (name != target) return "";
-  if (fires("sp-allgather-order", -1, x)) return "order";
-  if (fires("sp-allgather-dim", -1, x)) return "dim";
-  return "";
+std::pair<std::string, Builder::BugSite> Builder::gather_bug(const std::string& name,
+                                                             const Coord& x) const {
+  if (name != layer(s.bug_layer()) + ".an.out") return {"", {}};
+  if (s.bug("sp-allgather-order")) return {"order", site_at(x)};
+  if (s.bug("sp-allgather-dim")) return {"dim", site_at(x)};
+  return {"", {}};
 }
 
-std::string Builder::dp_sync_bug(const Param& p, const Coord& x) const {
-  if (std::string moe = moe_dp_sync_bug(p, x); !moe.empty()) return moe;
-  if (p.local != layer(s.bug_layer()) + ".wq" || x.t != 0) return "";
-  if (s.bug("dp-grad-not-synced")) return "skip";
-  if (s.bug("dp-grad-mean-not-sum")) return "mean";
-  return "";
+std::pair<std::string, Builder::BugSite> Builder::dp_sync_bug(const Param& p,
+                                                              const Coord& x) const {
+  if (auto moe = moe_dp_sync_bug(p, x); moe.second.fires) return moe;
+  if (p.local != layer(s.bug_layer()) + ".wq") return {"", {}};
+  // x is the group's first member (dp and cp 0) on tp rank 0.
+  if (s.bug("dp-grad-not-synced")) return {"skip", site_at(x, 0, true)};
+  if (s.bug("dp-grad-mean-not-sum")) return {"mean", site_at(x, 0, true)};
+  return {"", {}};
 }
 
-bool Builder::send_bug(const std::string& name, const Coord& from) const {
+Builder::BugSite Builder::send_bug(const std::string& name, const Coord& from) const {
   // The micro-batch bug fires on micro-batch 1 (it sends micro-batch 0's
   // activation, the only other one already computed at that point).
   const int m = s.bug("pp-send-wrong-microbatch") ? 1 : 0;
-  return (s.bug("pp-send-wrong-tensor") || s.bug("pp-send-wrong-microbatch")) &&
-         name == boundary_resid(s) && from.d == 0 && from.c == 0 && from.t == 0 && from.m == m;
+  if (!(s.bug("pp-send-wrong-tensor") || s.bug("pp-send-wrong-microbatch")) ||
+      name != boundary_resid(s))
+    return {};
+  return site_at(from, m, true);
 }
 
 std::string Builder::send_bug_source(const std::string& name, const Coord& from) const {

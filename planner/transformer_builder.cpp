@@ -26,25 +26,54 @@ std::string resid(int i) {
 
 std::string Builder::at_rank(const Coord& x, const std::string& name) const {
   if (s.logical) return name;
-  std::string prefix = "dp" + str(x.d);
-  if (s.cp > 1) prefix += ".cp" + str(x.c);
-  return prefix + ".tp" + str(x.t) + ".pp" + str(x.p) + "." + name;
+  std::string prefix = "dp" + x.d.text();
+  if (s.cp > 1) prefix += ".cp" + x.c.text();
+  return prefix + ".tp" + x.t.text() + ".pp" + str(x.p) + "." + name;
 }
 
 std::string Builder::at(const Coord& x, const std::string& name) const {
   if (s.logical) return name;
-  std::string prefix = "dp" + str(x.d);
-  if (s.cp > 1) prefix += ".cp" + str(x.c);
-  return prefix + ".tp" + str(x.t) + ".pp" + str(x.p) + ".mb" + str(x.m) + "." + name;
+  std::string prefix = "dp" + x.d.text();
+  if (s.cp > 1) prefix += ".cp" + x.c.text();
+  return prefix + ".tp" + x.t.text() + ".pp" + str(x.p) + ".mb" + x.m.text() + "." + name;
 }
 
-Slice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) const {
+std::vector<Coord> Builder::devices(int p) const {
+  if (sym())
+    return {Coord{Ix::axis("dp"), s.cp > 1 ? Ix::axis("cp") : Ix(0), Ix::axis("tp"), p, 0}};
+  std::vector<Coord> out;
+  for (int d = 0; d < s.dp; ++d)
+    for (int c = 0; c < s.cp; ++c)
+      for (int t = 0; t < s.tp; ++t) out.push_back(Coord{d, c, t, p, 0});
+  return out;
+}
+
+std::vector<Ix> Builder::dp_ranks() const {
+  if (sym()) return {Ix::axis("dp")};
+  std::vector<Ix> out;
+  for (int d = 0; d < s.dp; ++d) out.push_back(d);
+  return out;
+}
+
+std::vector<Ix> Builder::microbatches() const {
+  if (sym()) return {Ix::axis("mb")};
+  std::vector<Ix> out;
+  for (int m = 0; m < s.mb; ++m) out.push_back(m);
+  return out;
+}
+
+Aff Builder::kv_replica(const Coord& x) const {
+  // The compact form has no replicated kv heads (compact_unsupported).
+  return s.kv_replicas() == 1 ? Aff(0) : Aff(x.t % s.kv_replicas());
+}
+
+SymSlice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) const {
   if (spec.size() != full.size())
     throw std::logic_error("transformer planner: spec rank does not match the shape");
-  Slice slice;
-  auto block = [](int64_t n, int64_t pieces, int64_t i) {
+  SymSlice slice;
+  auto block = [](int64_t n, int64_t pieces, const Aff& i) {
     if (n % pieces != 0) throw std::logic_error("transformer planner: uneven split");
-    return Range{i * (n / pieces), (i + 1) * (n / pieces)};
+    return SymRange{i * (n / pieces), i * (n / pieces) + n / pieces};
   };
   for (size_t k = 0; k < full.size(); ++k) {
     const int64_t n = full[k];
@@ -55,24 +84,24 @@ Slice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) con
       case Ax::Batch:
         // Micro-batch major: the sequences of one micro-batch over all dp
         // ranks are contiguous (an expert all_to_all gathers exactly those).
-        slice.push_back(block(n, int64_t(s.dp) * s.mb, int64_t(x.m) * s.dp + x.d));
+        slice.push_back(block(n, int64_t(s.dp) * s.mb, Aff(x.m) * s.dp + x.d));
         break;
       case Ax::Seq:
         slice.push_back(block(n, s.cp, x.c));
         break;
       case Ax::SeqSp:
-        slice.push_back(s.sp ? block(n, int64_t(s.cp) * s.tp, int64_t(x.c) * s.tp + x.t)
+        slice.push_back(s.sp ? block(n, int64_t(s.cp) * s.tp, Aff(x.c) * s.tp + x.t)
                              : block(n, s.cp, x.c));
         break;
       case Ax::Tp:
         slice.push_back(block(n, s.tp, x.t));
         break;
       case Ax::Kv:
-        slice.push_back(s.tp > s.NKV ? block(n, s.NKV, x.t / s.kv_replicas())
+        slice.push_back(s.tp > s.NKV ? block(n, s.NKV, int(x.t) / s.kv_replicas())
                                      : block(n, s.tp, x.t));
         break;
       case Ax::KvModulo:
-        slice.push_back(block(n, s.NKV, x.t % s.NKV));
+        slice.push_back(block(n, s.NKV, int(x.t) % s.NKV));
         break;
       case Ax::TpGate:
         slice.push_back(block(n / 2, s.tp, x.t));
@@ -81,10 +110,10 @@ Slice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) con
         slice.push_back(block(n, s.mb, x.m));
         break;
       case Ax::Expert:
-        slice.push_back(block(n, s.ep, s.ep > 1 ? x.d : 0));
+        slice.push_back(block(n, s.ep, s.ep > 1 ? Aff(x.d) : Aff(0)));
         break;
       case Ax::TpUp: {
-        Range r = block(n / 2, s.tp, x.t);
+        SymRange r = block(n / 2, s.tp, x.t);
         slice.push_back({r.first + n / 2, r.second + n / 2});
         break;
       }
@@ -97,11 +126,11 @@ std::string Builder::claim(const Coord& x, const std::string& local, const std::
                            const Shape& full, const Spec& spec, Part part,
                            const std::string& dtype) {
   if (s.logical) {
-    if (!g.has_tensor(logical)) g.tensor(logical, full, -1, std::nullopt, dtype);
+    if (!g.has_tensor(logical)) g.tensor(x, logical, full, std::nullopt, dtype);
     return logical;
   }
-  Slice slice = slice_of(x, full, spec);
-  g.tensor(local, extent(slice), rank(x), Claim{logical, slice, part.k, part.n}, dtype);
+  SymSlice slice = slice_of(x, full, spec);
+  g.tensor(x, local, extent(slice), SymClaim{logical, slice, part.k, part.n}, dtype);
   return local;
 }
 
@@ -113,7 +142,7 @@ std::string Builder::act(const Coord& x, const std::string& logical, const Shape
 std::string Builder::scratch(const Coord& x, const std::string& name, const Shape& shape,
                              const std::string& dtype) {
   std::string local = at(x, name);
-  g.tensor(local, shape, s.logical ? -1 : rank(x), std::nullopt, dtype);
+  g.tensor(x, local, shape, std::nullopt, dtype);
   return local;
 }
 
@@ -130,19 +159,26 @@ std::string Builder::constant(const Coord& x, const std::string& name, const Sha
   return local;
 }
 
-std::vector<int> Builder::tp_group(const Coord& x) const {
+Group Builder::tp_group(const Coord& x) const {
+  if (sym()) return Group::along({"tp"});
   std::vector<int> group;
   for (int t = 0; t < s.tp; ++t) group.push_back(s.rank(x.d, x.c, t, x.p));
   return group;
 }
 
-std::vector<int> Builder::cp_group(const Coord& x) const {
+Group Builder::solo_group(const Coord& x) const {
+  return sym() ? Group::along({}) : Group{rank(x)};
+}
+
+Group Builder::cp_group(const Coord& x) const {
+  if (sym()) return Group::along({"cp"});
   std::vector<int> group;
   for (int c = 0; c < s.cp; ++c) group.push_back(s.rank(x.d, c, x.t, x.p));
   return group;
 }
 
-std::vector<int> Builder::dp_cp_group(const Coord& x) const {
+Group Builder::dp_cp_group(const Coord& x) const {
+  if (sym()) return s.cp > 1 ? Group::along({"dp", "cp"}) : Group::along({"dp"});
   std::vector<int> group;
   for (int d = 0; d < s.dp; ++d)
     for (int c = 0; c < s.cp; ++c) group.push_back(s.rank(d, c, x.t, x.p));
@@ -151,25 +187,47 @@ std::vector<int> Builder::dp_cp_group(const Coord& x) const {
 
 void Builder::collective(const std::string& name, const std::string& op,
                          std::vector<std::string> in, std::vector<std::string> out,
-                         std::vector<int> group, nlohmann::json attrs) {
-  g.collective(name, op, std::move(in), std::move(out), std::move(group), std::move(attrs));
+                         const Group& group, nlohmann::json attrs) {
+  g.collective(name, op, std::move(in), std::move(out), group, std::move(attrs));
 }
 
+// In the compact form the tp rank is the axis: one pass writes every rank.
 void Builder::each_tp(Coord x, const std::function<void(const Coord&)>& local) {
+  if (sym()) {
+    x.t = Ix::axis("tp");
+    local(x);
+    return;
+  }
   for (x.t = 0; x.t < s.tp; ++x.t) local(x);
 }
 
+void Builder::each_dp(Coord x, const std::function<void(const Coord&)>& local) {
+  if (sym()) {
+    x.d = Ix::axis("dp");
+    local(x);
+    return;
+  }
+  for (x.d = 0; x.d < s.dp; ++x.d) local(x);
+}
+
+void Builder::each_cp(Coord x, const std::function<void(const Coord&)>& local) {
+  if (sym() && s.cp > 1) {
+    x.c = Ix::axis("cp");
+    local(x);
+    return;
+  }
+  for (x.c = 0; x.c < s.cp; ++x.c) local(x);
+}
+
 void Builder::each_cp_tp(Coord x, const std::function<void(const Coord&)>& local) {
-  for (x.c = 0; x.c < s.cp; ++x.c)
-    for (x.t = 0; x.t < s.tp; ++x.t) local(x);
+  each_cp(x, [&](const Coord& xc) { each_tp(xc, local); });
 }
 
 void Builder::tp_sum(Coord x, const std::string& name, const Shape& full, Spec spec, int seq_dim,
                      const std::string& site,
                      const std::function<void(const Coord&, const std::string&)>& produce) {
   if (s.tp == 1) {
-    x.t = 0;
-    produce(x, act(x, name, full, spec));
+    each_tp(x, [&](const Coord& xt) { produce(xt, act(xt, name, full, spec)); });
     return;
   }
   std::vector<std::string> parts, outs;
@@ -185,39 +243,44 @@ void Builder::tp_sum(Coord x, const std::string& name, const Shape& full, Spec s
 
   x.t = 0;
   const std::string op_name = at(x, name + (scatter ? ".tp_reduce_scatter" : ".tp_all_reduce"));
-  nlohmann::json attrs = {{"reduce", "sum"}};
-  std::string kind = tp_sum_bug(site, x);
-  if (kind == "mean") attrs["reduce"] = "mean";
-  if (kind == "skip") {
-    // Each rank goes on with its own part (a one-rank group per tp rank).
-    for (int t = 0; t < s.tp; ++t) {
-      if (scatter) {
-        x.t = t;
-        op(x, name + ".sp_local_slice", "slice", {parts[t]}, {outs[t]},
-           {{"dim", seq_dim},
-            {"start", t * (g.shape(parts[t])[seq_dim] / s.tp)},
-            {"end", (t + 1) * (g.shape(parts[t])[seq_dim] / s.tp)}});
-      } else {
-        collective(op_name + ".solo" + str(t), "all_reduce", {parts[t]}, {outs[t]},
-                   {tp_group(x)[t]}, attrs);
-      }
+  const auto hook = tp_sum_bug(site, x);
+  branch(hook.second, [&](bool buggy) {
+    const std::string kind = buggy ? hook.first : "";
+    nlohmann::json attrs = {{"reduce", kind == "mean" ? "mean" : "sum"}};
+    if (kind == "skip") {
+      // Each rank goes on with its own part (a one-rank group per tp rank).
+      each_tp(x, [&](const Coord& xt) {
+        const size_t k = tp_index(xt);
+        if (scatter) {
+          const int64_t piece = g.shape(parts[k])[seq_dim] / s.tp;
+          op(xt, name + ".sp_local_slice", "slice", {parts[k]}, {outs[k]},
+             {{"dim", seq_dim},
+              {"start", (Aff(xt.t) * piece).attr()},
+              {"end", (Aff(xt.t) * piece + piece).attr()}});
+        } else {
+          collective(op_name + ".solo" + xt.t.text(), "all_reduce", {parts[k]}, {outs[k]},
+                     solo_group(xt), attrs);
+        }
+      });
+      return;
     }
-    return;
-  }
-  if (kind == "double" && !scatter) {
-    // Reduced twice: the second all-reduce sums tp copies of the sum.
-    std::vector<std::string> once;
-    each_tp(x, [&](const Coord& xt) { once.push_back(scratch(xt, name + ".once", g.shape(outs[xt.t]))); });
-    collective(op_name + ".first", "all_reduce", parts, once, tp_group(x), attrs);
-    collective(op_name, "all_reduce", once, outs, tp_group(x), attrs);
-    return;
-  }
-  if (scatter) {
-    attrs["dim"] = seq_dim;
-    collective(op_name, "reduce_scatter", parts, outs, tp_group(x), attrs);
-  } else {
-    collective(op_name, "all_reduce", parts, outs, tp_group(x), attrs);
-  }
+    if (kind == "double" && !scatter) {
+      // Reduced twice: the second all-reduce sums tp copies of the sum.
+      std::vector<std::string> once;
+      each_tp(x, [&](const Coord& xt) {
+        once.push_back(scratch(xt, name + ".once", g.shape(outs[tp_index(xt)])));
+      });
+      collective(op_name + ".first", "all_reduce", parts, once, tp_group(x), attrs);
+      collective(op_name, "all_reduce", once, outs, tp_group(x), attrs);
+      return;
+    }
+    if (scatter) {
+      attrs["dim"] = seq_dim;
+      collective(op_name, "reduce_scatter", parts, outs, tp_group(x), attrs);
+    } else {
+      collective(op_name, "all_reduce", parts, outs, tp_group(x), attrs);
+    }
+  });
 }
 
 std::string Builder::gather_seq(const Coord& x, const std::string& name, const Shape&, Spec,
@@ -236,34 +299,37 @@ void Builder::all_gather_seq_group(Coord x, const std::string& name, const Shape
     out.push_back(claim(xt, at(xt, name) + ".sp", name, full, gathered));
   });
   x.t = 0;
-  std::vector<int> group = tp_group(x);
-  const std::string kind = gather_bug(name, x);
-  if (kind == "order") {
-    // Gathered in reverse rank order: every input and output keeps its rank.
-    std::reverse(in.begin(), in.end());
-    std::reverse(out.begin(), out.end());
-    std::reverse(group.begin(), group.end());
-  }
-  if (kind == "dim") {
-    // Gathered along the hidden dimension into a flat buffer, then viewed as
-    // [batch, seq, hidden]: the rows of the ranks come out interleaved.
-    std::vector<std::string> wide;
-    each_tp(x, [&](const Coord& xt) {
-      Shape sh = g.shape(out[xt.t]);
-      Shape w = g.shape(in[xt.t]);
-      w.back() *= s.tp;
-      wide.push_back(scratch(xt, name + ".sp_wide", w));
-      (void)sh;
-    });
-    collective(at(x, name + ".sp_all_gather"), "all_gather", in, wide, group,
-               {{"dim", int(spec.size()) - 1}});
-    each_tp(x, [&](const Coord& xt) {
-      op(xt, name + ".sp_view", "reshape", {wide[xt.t]}, {out[xt.t]},
-         {{"shape", g.shape(out[xt.t])}});
-    });
-    return;
-  }
-  collective(at(x, name + ".sp_all_gather"), "all_gather", in, out, group, {{"dim", seq_dim}});
+  const auto hook = gather_bug(name, x);
+  branch(hook.second, [&](bool buggy) {
+    const std::string kind = buggy ? hook.first : "";
+    std::vector<std::string> ins = in, outs = out;
+    Group group = tp_group(x);
+    if (kind == "order") {
+      // Gathered in reverse rank order: every input and output keeps its rank
+      // (v1 only: the compact form orders members by their coordinates).
+      std::reverse(ins.begin(), ins.end());
+      std::reverse(outs.begin(), outs.end());
+      std::reverse(group.ranks.begin(), group.ranks.end());
+    }
+    if (kind == "dim") {
+      // Gathered along the hidden dimension into a flat buffer, then viewed as
+      // [batch, seq, hidden]: the rows of the ranks come out interleaved.
+      std::vector<std::string> wide;
+      each_tp(x, [&](const Coord& xt) {
+        Shape w = g.shape(ins[tp_index(xt)]);
+        w.back() *= s.tp;
+        wide.push_back(scratch(xt, name + ".sp_wide", w));
+      });
+      collective(at(x, name + ".sp_all_gather"), "all_gather", ins, wide, group,
+                 {{"dim", int(spec.size()) - 1}});
+      each_tp(x, [&](const Coord& xt) {
+        const size_t k = tp_index(xt);
+        op(xt, name + ".sp_view", "reshape", {wide[k]}, {outs[k]}, {{"shape", g.shape(outs[k])}});
+      });
+      return;
+    }
+    collective(at(x, name + ".sp_all_gather"), "all_gather", ins, outs, group, {{"dim", seq_dim}});
+  });
 }
 
 }  // namespace shardproof::planner::transformer

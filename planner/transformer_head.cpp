@@ -17,10 +17,11 @@ const Spec kRow = {Ax::Batch, Ax::Seq, Ax::Full};
 
 void Builder::send(const Coord& from, const Coord& to, const std::string& name, const Shape& full,
                    const Spec& spec) {
-  std::string src = at(from, name);
-  if (send_bug(name, from)) src = send_bug_source(name, from);
   std::string dst = act(to, name, full, spec);
-  collective(at(from, name + ".send"), "send", {src}, {dst}, {rank(from), rank(to)});
+  branch(send_bug(name, from), [&](bool buggy) {
+    const std::string src = buggy ? send_bug_source(name, from) : at(from, name);
+    g.send(at(from, name + ".send"), from, to, src, dst);
+  });
 }
 
 // Masks ids outside [lo, hi) of this rank's vocabulary block: returns the
@@ -29,11 +30,14 @@ void Builder::send(const Coord& from, const Coord& to, const std::string& name, 
 std::pair<std::string, std::string> Builder::owned_ids(const Coord& x, const std::string& prefix,
                                                        const std::string& ids) {
   const Shape shape = g.shape(ids);
-  const int64_t lo = x.t * (s.V / s.tp);
-  int64_t hi = lo + s.V / s.tp;
-  if (prefix == "emb.ids" && x.t == 0 && fires("vocab-range-off-by-one", -1, x)) hi -= 1;
-  std::string lo_c = constant(x, prefix + ".lo", shape, lo, "i64");
-  std::string hi_c = constant(x, prefix + ".hi", shape, hi, "i64");
+  const Aff lo = Aff(x.t) * (s.V / s.tp);
+  const Aff hi = lo + s.V / s.tp;
+  std::string lo_c = constant(x, prefix + ".lo", shape, lo.attr(), "i64");
+  const bool off = prefix == "emb.ids" && s.bug("vocab-range-off-by-one");
+  std::string hi_c;
+  branch(off ? site_at(x, 0, true) : BugSite{}, [&](bool buggy) {
+    hi_c = constant(x, prefix + ".hi", shape, (buggy ? hi - 1 : hi).attr(), "i64");
+  });
   std::string zero = constant(x, prefix + ".zero", shape, 0, "i64");
   std::string ge = scratch(x, prefix + ".ge", shape, "bool");
   op(x, prefix + ".ge", "ge", {ids, lo_c}, {ge});
@@ -58,7 +62,7 @@ std::string Builder::onehot(const Coord& x, const std::string& name, const std::
   std::string pos = scratch(x, name + ".iota", local, "i64");
   op(x, name + ".iota", "iota", {}, {pos}, {{"shape", local}, {"dim", 2}});
   if (!s.logical && s.tp > 1) {
-    std::string lo = constant(x, name + ".lo", {}, x.t * (s.V / s.tp), "i64");
+    std::string lo = constant(x, name + ".lo", {}, (Aff(x.t) * (s.V / s.tp)).attr(), "i64");
     std::string shifted = scratch(x, name + ".pos", local, "i64");
     op(x, name + ".pos", "add", {pos, lo}, {shifted});
     pos = shifted;
@@ -72,8 +76,8 @@ std::string Builder::onehot(const Coord& x, const std::string& name, const std::
 
 void Builder::embedding_forward(Coord x0) {
   const Shape hs = {s.B, s.S, s.H};
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    tp_sum(x0, resid(0), hs, kRow, 1, "embedding", [&](const Coord& x, const std::string& out) {
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, resid(0), hs, kRow, 1, "embedding", [&](const Coord& x, const std::string& out) {
       const std::string ids = at(x, "tokens");
       if (s.tp == 1) {
         op(x, "embedding", "embedding", {ids, weight(x, "emb")}, {out});
@@ -88,12 +92,12 @@ void Builder::embedding_forward(Coord x0) {
       op(x, "emb.own3", "reshape", {ownf}, {own3}, {{"shape", col}});
       op(x, "emb.mask", "mul", {rows, own3}, {out});
     });
+  });
 }
 
 void Builder::embedding_backward(Coord x0) {
   const Shape hs = {s.B, s.S, s.H};
-  for (x0.c = 0; x0.c < s.cp; ++x0.c) all_gather_seq_group(x0, grad(resid(0)), hs, kResid, 1);
-  x0.c = 0;
+  each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, grad(resid(0)), hs, kResid, 1); });
   each_cp_tp(x0, [&](const Coord& x) {
     const std::string gx = gather_seq(x, grad(resid(0)), hs, kResid, 1);
     const std::string ids = at(x, "tokens");
@@ -118,8 +122,7 @@ void Builder::head_forward_backward(Coord x0) {
   each_cp_tp(x0, [&](const Coord& x) {
     rmsnorm_forward(x, "final", at(x, resid(L)), weight(x, "final.w"), hs, kResid);
   });
-  for (x0.c = 0; x0.c < s.cp; ++x0.c) all_gather_seq_group(x0, "final.out", hs, kResid, 1);
-  x0.c = 0;
+  each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, "final.out", hs, kResid, 1); });
 
   const bool split = !s.logical && s.tp > 1;
   // Local max and sum of exponentials, all-reduced over the vocabulary shards.
@@ -131,22 +134,27 @@ void Builder::head_forward_backward(Coord x0) {
       local(x, split ? scratch(x, name + ".local", local_row) : act(x, name, row, kRow));
     });
     if (!split) return;
-    for (Coord xc = x0; xc.c < s.cp; ++xc.c) {
+    each_cp(x0, [&](const Coord& xc) {
       std::vector<std::string> in, out;
       each_tp(xc, [&](const Coord& x) {
         in.push_back(at(x, name + ".local"));
         out.push_back(act(x, name, row, kRow));
       });
-      if (name == "ce.max" && fires("ce-max-not-reduced", -1, xc)) {
+      const bool solo = name == "ce.max" && s.bug("ce-max-not-reduced");
+      branch(solo ? site_at(xc) : BugSite{}, [&](bool buggy) {
+        if (!buggy) {
+          collective(at(xc, name + ".tp_all_reduce"), "all_reduce", in, out, tp_group(xc),
+                     {{"reduce", reduce}});
+          return;
+        }
         // Each rank keeps its own shard's max.
-        for (int t = 0; t < s.tp; ++t)
-          collective(at(xc, name + ".tp_all_reduce.solo" + std::to_string(t)), "all_reduce",
-                     {in[t]}, {out[t]}, {tp_group(xc)[t]}, {{"reduce", reduce}});
-        continue;
-      }
-      collective(at(xc, name + ".tp_all_reduce"), "all_reduce", in, out, tp_group(xc),
-                 {{"reduce", reduce}});
-    }
+        each_tp(xc, [&](const Coord& x) {
+          const size_t k = tp_index(x);
+          collective(at(xc, name + ".tp_all_reduce.solo" + x.t.text()), "all_reduce", {in[k]},
+                     {out[k]}, solo_group(x), {{"reduce", reduce}});
+        });
+      });
+    });
   };
 
   each_cp_tp(x0, [&](const Coord& x) {
@@ -174,30 +182,43 @@ void Builder::head_forward_backward(Coord x0) {
     op(x, "ce.lsm", "sub", {at(x, "ce.z"), lse}, {lsm});
   });
   // The label's log-probability, on the rank that owns the label.
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    tp_sum(x0, "ce.picked", row, kRow, -1, "ce.picked", [&](const Coord& x, const std::string& out) {
-      const std::string labels = at(x, "labels");
-      if (s.tp == 1) {
-        op(x, "ce.pick", "gather", {at(x, "ce.lsm"), labels}, {out}, {{"dim", 2}});
-        return;
-      }
-      auto [safe, ownf] = owned_ids(x, "ce.labels", labels);
-      std::string raw = scratch(x, "ce.pick.raw", g.shape(out));
-      op(x, "ce.pick", "gather", {at(x, "ce.lsm"), safe}, {raw}, {{"dim", 2}});
-      op(x, "ce.pick.mask", "mul", {raw, ownf}, {out});
-    });
-  x0.c = 0;
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, "ce.picked", row, kRow, -1, "ce.picked",
+           [&](const Coord& x, const std::string& out) {
+             const std::string labels = at(x, "labels");
+             if (s.tp == 1) {
+               op(x, "ce.pick", "gather", {at(x, "ce.lsm"), labels}, {out}, {{"dim", 2}});
+               return;
+             }
+             auto [safe, ownf] = owned_ids(x, "ce.labels", labels);
+             std::string raw = scratch(x, "ce.pick.raw", g.shape(out));
+             op(x, "ce.pick", "gather", {at(x, "ce.lsm"), safe}, {raw}, {{"dim", 2}});
+             op(x, "ce.pick.mask", "mul", {raw, ownf}, {out});
+           });
+  });
 
   // loss = -sum(picked) / (B*S): each (dp rank, micro-batch, cp rank) adds
   // its tokens' share.
   each_cp_tp(x0, [&](const Coord& x) {
     const int64_t count = loss_token_count(x);
-    const Part part{(int64_t(x.d) * s.mb + x.m) * s.cp + x.c, int64_t(s.dp) * s.mb * s.cp};
+    const Part part{(Aff(x.d) * s.mb + x.m) * s.cp + x.c, int64_t(s.dp) * s.mb * s.cp};
     std::string total = act(x, "ce.sum", {}, {}, part);
     op(x, "ce.sum", "sum", {at(x, "ce.picked")}, {total});
-    std::string loss = act(x, "loss", {}, {}, part);
+    std::string loss;
+    if (sym()) {
+      // Only tp rank 0's loss is an output: one template per condition.
+      if (s.tp > 1) {
+        Graph::When rest(g, "tp >= 1");
+        act(x, "loss", {}, {}, part);
+      }
+      Graph::When first(g, "tp == 0");
+      loss = act(x, "loss", {}, {}, part);
+      g.output(loss);
+    } else {
+      loss = act(x, "loss", {}, {}, part);
+      if (x.t == 0) g.output(loss);
+    }
     op(x, "loss", "scale", {total}, {loss}, {{"factor", fraction(-1, count)}});
-    if (x.t == 0) g.output(loss);
 
     // d loss / d logits = (softmax - onehot) / (B*S).
     std::string probs = act(x, "ce.probs", logits_full, kVocab);
@@ -223,8 +244,8 @@ void Builder::head_forward_backward(Coord x0) {
     }
   });
 
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    tp_sum(x0, grad("final.out"), hs, kRow, 1, "lm_head.grad",
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, grad("final.out"), hs, kRow, 1, "lm_head.grad",
            [&](const Coord& x, const std::string& out) {
              if (s.tie)
                op(x, grad("final.out"), "matmul", {at(x, grad("logits")), weight(x, "emb")}, {out});
@@ -232,7 +253,7 @@ void Builder::head_forward_backward(Coord x0) {
                op(x, grad("final.out"), "matmul", {at(x, grad("logits")), weight(x, "lm")}, {out},
                   {{"transpose_b", true}});
            });
-  x0.c = 0;
+  });
   each_cp_tp(x0, [&](const Coord& x) {
     rmsnorm_backward(x, "final", at(x, resid(L)), "final.w", at(x, grad("final.out")),
                      grad(resid(L)), hs, kResid);

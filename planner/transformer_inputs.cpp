@@ -70,29 +70,23 @@ void Builder::declare_params() {
 void Builder::inputs() {
   auto input = [&](const std::string& name) { add_input(name); };
   for (const Param& prm : params_)
-    for (int d = 0; d < s.dp; ++d)
-      for (int c = 0; c < s.cp; ++c)
-        for (int t = 0; t < s.tp; ++t) {
-          Coord x{d, c, t, prm.stage, 0};
-          input(claim(x, at_rank(x, prm.local), prm.loaded, prm.full, prm.spec));
-        }
+    for (const Coord& x : devices(prm.stage))
+      input(claim(x, at_rank(x, prm.local), prm.loaded, prm.full, prm.spec));
   const Shape rope = {s.S, 1, s.D}, mask = {s.S, s.S};
   for (int p = 0; p < s.pp; ++p)
-    for (int d = 0; d < s.dp; ++d)
-      for (int c = 0; c < s.cp; ++c)
-        for (int t = 0; t < s.tp; ++t) {
-          Coord x{d, c, t, p, 0};
-          if (s.stage_begin(p) < s.stage_end(p)) {
-            for (const char* table : {"rope.cos", "rope.sin"})
-              input(claim(x, at_rank(x, table), table, rope, {Ax::Seq, Ax::Full, Ax::Full}));
-            input(claim(x, at_rank(x, "attn.mask"), "attn.mask", mask, {Ax::Seq, Ax::Full}));
-          }
-          for (x.m = 0; x.m < s.mb; ++x.m) {
-            if (p == 0) input(act(x, "tokens", {s.B, s.S}, {Ax::Batch, Ax::Seq}, {}, "i64"));
-            if (p == s.last_stage())
-              input(act(x, "labels", {s.B, s.S, 1}, {Ax::Batch, Ax::Seq, Ax::Full}, {}, "i64"));
-          }
-        }
+    for (Coord x : devices(p)) {
+      if (s.stage_begin(p) < s.stage_end(p)) {
+        for (const char* table : {"rope.cos", "rope.sin"})
+          input(claim(x, at_rank(x, table), table, rope, {Ax::Seq, Ax::Full, Ax::Full}));
+        input(claim(x, at_rank(x, "attn.mask"), "attn.mask", mask, {Ax::Seq, Ax::Full}));
+      }
+      for (const Ix& m : microbatches()) {
+        x.m = m;
+        if (p == 0) input(act(x, "tokens", {s.B, s.S}, {Ax::Batch, Ax::Seq}, {}, "i64"));
+        if (p == s.last_stage())
+          input(act(x, "labels", {s.B, s.S, 1}, {Ax::Batch, Ax::Seq, Ax::Full}, {}, "i64"));
+      }
+    }
 }
 
 }  // namespace shardproof::planner::transformer

@@ -57,7 +57,10 @@ Layout::Layout(const ModelShape& shape, const PlanConfig& config) : model(shape)
            ") must divide the sequence length (" + str(S) + ")");
   if (pp > L) reject("pp (" + str(pp) + ") must be <= layers (" + str(L) + ")");
   if (tie && V % tp != 0) reject("tp must divide the vocabulary");
-  if (int64_t(dp) * cp * tp * pp > 4096) reject("dp * cp * tp * pp must be <= 4096");
+  // The compact form is not written rank by rank: its bound is the mesh's.
+  const int64_t max_world = c.compact ? int64_t(1) << 20 : 4096;
+  if (int64_t(dp) * cp * tp * pp > max_world)
+    reject("dp * cp * tp * pp must be <= " + str(max_world) + (c.compact ? "" : " (or --compact)"));
 }
 
 Layout Layout::single_device() const {

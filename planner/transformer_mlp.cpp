@@ -31,8 +31,7 @@ void Builder::mlp_forward(int i, Coord x0) {
   each_cp_tp(x0, [&](const Coord& x) {
     rmsnorm_forward(x, l + ".mn", at(x, l + ".h"), weight(x, l + ".mn.w"), hs, kResid);
   });
-  for (x0.c = 0; x0.c < s.cp; ++x0.c) all_gather_seq_group(x0, l + ".mn.out", hs, kResid, 1);
-  x0.c = 0;
+  each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, l + ".mn.out", hs, kResid, 1); });
 
   each_cp_tp(x0, [&](const Coord& x) {
     const std::string n = gather_seq(x, l + ".mn.out", hs, kResid, 1);
@@ -59,12 +58,12 @@ void Builder::mlp_forward(int i, Coord x0) {
     op(x, l + ".mid", "mul", {a, up}, {mid});
   });
 
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    tp_sum(x0, l + ".mlp", hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, l + ".mlp",
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, l + ".mlp", hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, l + ".mlp",
            [&](const Coord& x, const std::string& out) {
              op(x, l + ".down", "matmul", {at(x, l + ".mid"), weight(x, l + ".wdown")}, {out});
            });
-  x0.c = 0;
+  });
   each_cp_tp(x0, [&](const Coord& x) {
     std::string y = resid_out(x, i + 1);
     op(x, l + ".mlp.residual", "add", {at(x, l + ".h"), at(x, l + ".mlp")}, {y});
@@ -76,8 +75,7 @@ void Builder::mlp_backward(int i, Coord x0) {
   const std::string l = layer(i);
   const Shape hs = {s.B, s.S, s.H}, ffn = {s.B, s.S, s.F};
   const std::string gy_name = grad(resid(i + 1));
-  for (x0.c = 0; x0.c < s.cp; ++x0.c) all_gather_seq_group(x0, gy_name, hs, kResid, 1);
-  x0.c = 0;
+  each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, gy_name, hs, kResid, 1); });
 
   each_cp_tp(x0, [&](const Coord& x) {
     const std::string gy = gather_seq(x, gy_name, hs, kResid, 1);
@@ -129,8 +127,8 @@ void Builder::mlp_backward(int i, Coord x0) {
     }
   });
 
-  for (x0.c = 0; x0.c < s.cp; ++x0.c)
-    tp_sum(x0, grad(l + ".mn.out"), hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, grad(l + ".mn.out"),
+  each_cp(x0, [&](const Coord& xc) {
+    tp_sum(xc, grad(l + ".mn.out"), hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, grad(l + ".mn.out"),
            [&](const Coord& x, const std::string& out) {
              const std::string gn = grad(l + ".mn.out");
              if (fused_gate_up(i)) {
@@ -147,7 +145,7 @@ void Builder::mlp_backward(int i, Coord x0) {
                 {{"transpose_b", true}});
              op(x, gn + ".add", "add", {a, b}, {out});
            });
-  x0.c = 0;
+  });
 
   each_cp_tp(x0, [&](const Coord& x) {
     std::string g_norm =

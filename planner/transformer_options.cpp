@@ -46,14 +46,25 @@ const std::vector<BugSpec>& option_bug_table() {
 void Builder::output_projection(const Coord& x, int i, const std::string& out) {
   const std::string l = layer(i);
   const std::string ctx = at(x, l + ".ctx.flat"), wo = weight(x, l + ".wo");
-  const bool add_bias = s.c.bias && (x.t == 0 || fires("bias-on-every-rank", i, x));
-  if (!add_bias) {
-    op(x, l + ".wo.matmul", "matmul", {ctx, wo}, {out});
-    return;
+  auto with_bias = [&] {
+    std::string proj = scratch(x, l + ".wo.proj", g.shape(out));
+    op(x, l + ".wo.matmul", "matmul", {ctx, wo}, {proj});
+    op(x, l + ".bo.add", "add", {proj, weight(x, l + ".bo")}, {out});
+  };
+  auto without_bias = [&] { op(x, l + ".wo.matmul", "matmul", {ctx, wo}, {out}); };
+  if (!s.c.bias) return without_bias();
+  // Only tp rank 0 adds the bias, unless the bug has every rank add it.
+  const BugSite every = s.bug("bias-on-every-rank") && i == s.bug_layer() ? site_at(x) : BugSite{};
+  auto rest = [&] { branch(every, [&](bool buggy) { buggy ? with_bias() : without_bias(); }); };
+  if (!sym()) return x.t == 0 ? with_bias() : rest();
+  {
+    Graph::When first(g, "tp == 0");
+    with_bias();
   }
-  std::string proj = scratch(x, l + ".wo.proj", g.shape(out));
-  op(x, l + ".wo.matmul", "matmul", {ctx, wo}, {proj});
-  op(x, l + ".bo.add", "add", {proj, weight(x, l + ".bo")}, {out});
+  if (s.tp > 1) {
+    Graph::When others(g, "tp >= 1");
+    rest();
+  }
 }
 
 void Builder::bias_backward(int i, Coord x0) {
@@ -74,36 +85,36 @@ std::string Builder::resid_out(const Coord& x, int i) {
   // Unclaimed: a claim of the whole resid(i) here would share a claim group
   // with the gathered copy, whose stage cuts the logical graph at resid(i)
   // itself (the pieces claim its slices) and so cannot prove this one.
-  Shape local;
-  for (auto [lo, hi] : slice_of(x, hs, kResid)) local.push_back(hi - lo);
-  return scratch(x, resid(i) + ".whole", local);
+  return scratch(x, resid(i) + ".whole", extent(slice_of(x, hs, kResid)));
 }
 
 void Builder::reshard_resid(Coord x0, int i) {
   if (!resharding()) return;
   const Shape hs = {s.B, s.S, s.H};
   const int64_t block = s.H / s.tp;
-  for (x0.c = 0; x0.c < s.cp; ++x0.c) {
+  each_cp(x0, [&](const Coord& xc) {
     std::vector<std::string> in, out;
-    each_tp(x0, [&](const Coord& x) {
+    each_tp(xc, [&](const Coord& x) {
       std::string piece =
           claim(x, at(x, resid(i)) + ".piece", resid(i), hs, {Ax::Batch, Ax::SeqSp, Ax::Tp});
       op(x, resid(i) + ".scatter", "slice", {at(x, resid(i)) + ".whole"}, {piece},
-         {{"dim", 2}, {"start", x.t * block}, {"end", (x.t + 1) * block}});
+         {{"dim", 2},
+          {"start", (Aff(x.t) * block).attr()},
+          {"end", (Aff(x.t) * block + block).attr()}});
       in.push_back(piece);
       out.push_back(act(x, resid(i), hs, kResid));
     });
-    Coord xg = x0;
+    Coord xg = xc;
     xg.t = 0;
-    std::vector<int> group = tp_group(xg);
+    Group group = tp_group(xg);
     if (fires("reshard-gather-order", i - 1, xg)) {
       std::reverse(in.begin(), in.end());
       std::reverse(out.begin(), out.end());
-      std::reverse(group.begin(), group.end());
+      std::reverse(group.ranks.begin(), group.ranks.end());
     }
     collective(at(xg, resid(i) + ".reshard_all_gather"), "all_gather", in, out, group,
                {{"dim", 2}});
-  }
+  });
 }
 
 }  // namespace shardproof::planner::transformer

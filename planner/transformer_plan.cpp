@@ -2,6 +2,7 @@
 // written by the one builder, the meta block and the plan's name.
 #include <stdexcept>
 
+#include "planner/compact_builder.h"
 #include "planner/transformer.h"
 
 namespace shardproof::planner::transformer {
@@ -70,19 +71,33 @@ nlohmann::json transformer_plan(const ModelShape& model, const PlanConfig& confi
   const BugSpec* bug = find_bug(s, model.name);
   GraphBuilder logical;
   Layout one = s.single_device();
-  Builder(one, logical).build();
-  GraphBuilder parallel(&logical, s.world());
-  Builder(s, parallel).build();
+  Builder(one, *v1_graph(logical, one)).build();
+  nlohmann::json parallel_json;
+  if (config.compact) {
+    if (std::string why = compact_unsupported(s); !why.empty())
+      throw std::invalid_argument(model.name + ": --compact does not support " + why + " yet");
+    // Rank order: tp fastest, then cp, dp, pp (Layout::rank).
+    std::vector<std::pair<std::string, int>> axes = {{"pp", s.pp}, {"dp", s.dp}};
+    if (s.cp > 1) axes.push_back({"cp", s.cp});
+    axes.push_back({"tp", s.tp});
+    CompactBuilder parallel(axes, s.mb);
+    Builder(s, *compact_graph(parallel, s)).build();
+    parallel_json = parallel.to_json();
+  } else {
+    GraphBuilder parallel(&logical, s.world());
+    Builder(s, *v1_graph(parallel, s)).build();
+    parallel_json = parallel.to_json();
+  }
   nlohmann::json m = meta(s);
   if (bug) {
     m["bug"] = bug->info.name;
     m["bug_first_tensor"] = bug->first_tensor(s);
   }
-  return {{"format", "shardproof-plan/1"},
+  return {{"format", config.compact ? "shardproof-plan/1.1" : "shardproof-plan/1"},
           {"name", plan_name(s)},
           {"meta", std::move(m)},
           {"logical", logical.to_json()},
-          {"parallel", parallel.to_json()}};
+          {"parallel", std::move(parallel_json)}};
 }
 
 std::string transformer_first_tensor(const ModelShape& model, const PlanConfig& config) {

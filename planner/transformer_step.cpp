@@ -13,17 +13,16 @@ void Builder::build() {
   const Shape hs = {s.B, s.S, s.H};
   const Spec resid_spec = {Ax::Batch, Ax::SeqSp, Ax::Full};
   // Sends `name` from stage `from` to stage `to` on every (cp, tp) rank.
-  auto send_all = [&](Coord x, int from, int to, const std::string& name) {
-    for (x.c = 0; x.c < s.cp; ++x.c)
-      for (x.t = 0; x.t < s.tp; ++x.t) {
-        Coord a = x, b = x;
-        a.p = from;
-        b.p = to;
-        send(a, b, name, hs, resid_spec);
-      }
+  auto send_all = [&](const Coord& x, int from, int to, const std::string& name) {
+    each_cp_tp(x, [&](const Coord& xt) {
+      Coord a = xt, b = xt;
+      a.p = from;
+      b.p = to;
+      send(a, b, name, hs, resid_spec);
+    });
   };
-  for (int d = 0; d < s.dp; ++d)
-    for (int m = 0; m < s.mb; ++m) {
+  for (const Ix& d : dp_ranks())
+    for (const Ix& m : microbatches()) {
       Coord x{d, 0, 0, 0, m};
       embedding_forward(x);
       for (int i = 0; i < s.L; ++i) {

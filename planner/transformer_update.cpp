@@ -23,8 +23,9 @@ std::string Builder::grad_target(const Coord& x, const std::string& local, const
   // table): it writes the gradient itself.
   const bool direct = s.logical && !(s.tie && local == "emb");
   std::string name = direct ? grad(local) : at(x, grad(local) + "." + what);
-  g.tensor(name, shape, s.logical ? -1 : rank(x));
-  grads_[{rank(x), local}].push_back(name);
+  g.tensor(x, name, shape, std::nullopt, "f32");
+  grads_[{grad_key(x), local}].push_back(name);
+  grad_whats_[{grad_key(x), local}].push_back(grad(local) + "." + what);
   return name;
 }
 
@@ -38,6 +39,10 @@ void Builder::update_params() {
   // Pieces of the tied table live on two stages and are finished together.
   std::vector<const Param*> tied;
   for (const Param& prm : params_) {
+    if (sym()) {
+      update_piece_compact(prm);
+      continue;
+    }
     if (s.tie && prm.logical == "emb") {
       tied.push_back(&prm);
       continue;
@@ -62,42 +67,26 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
 
   // Current gradient tensor per (piece index, rank).
   std::map<std::pair<int, int>, std::string> cur;
-  auto coords = [&](const Param& p) {
-    std::vector<Coord> out;
-    for (int d = 0; d < s.dp; ++d)
-      for (int c = 0; c < s.cp; ++c)
-        for (int t = 0; t < s.tp; ++t) out.push_back(Coord{d, c, t, p.stage, 0});
-    return out;
-  };
-  auto zero_slice = [&](const Param& p, const Coord& x) {
-    Slice slice = slice_of(x, p.full, p.spec);
-    const int64_t len = slice[0].second - slice[0].first;
-    if (len % n_dp != 0)
-      throw std::invalid_argument("zero: dp * cp (" + str(n_dp) + ") must divide dim 0 (" +
-                                  str(len) + ") of " + p.local + "'s shard");
-    const int64_t j = int64_t(x.d) * s.cp + x.c;
-    slice[0] = {slice[0].first + j * (len / n_dp), slice[0].first + (j + 1) * (len / n_dp)};
-    return slice;
-  };
+  auto coords = [&](const Param& p) { return devices(p.stage); };
   // The tensor a sync step writes: claimed when it is the step's last one.
   auto output = [&](const Param& p, int idx, const Coord& x, const std::string& tag, bool last,
                     const Shape& shape) {
     const std::string local = at_rank(x, grad(p.local) + "." + tag);
     if (!last) {
-      g.tensor(local, shape, s.logical ? -1 : rank(x));
+      g.tensor(x, local, shape, std::nullopt, "f32");
       return local;
     }
-    Slice slice = zero ? zero_slice(p, x) : slice_of(x, p.full, p.spec);
+    SymSlice slice = zero ? zero_slice(p, x) : slice_of(x, p.full, p.spec);
     Part part = sync_tie ? Part{idx, 2} : Part{};
     if (s.logical) return claim(x, local, grad(p.logical), p.full, p.spec);
-    g.tensor(local, extent(slice), rank(x), Claim{grad(p.logical), slice, part.k, part.n});
+    declare(x, local, grad(p.logical), slice, part);
     return local;
   };
 
   for (size_t idx = 0; idx < pieces.size(); ++idx) {
     const Param& p = *pieces[idx];
     for (const Coord& x : coords(p)) {
-      const std::vector<std::string>& terms = grads_[{rank(x), p.local}];
+      const std::vector<std::string>& terms = grads_[{grad_key(x), p.local}];
       if (terms.empty()) throw std::logic_error("transformer planner: no gradient for " + p.local);
       const Shape shape = g.shape(terms[0]);
       const bool last = !sync_sp && !kv && !sync_dp && !sync_tie;
@@ -129,11 +118,11 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
         if (fires("sp-norm-grad-not-reduced", -1, x) && p.local == layer(s.bug_layer()) + ".an.w")
           for (int t = 0; t < s.tp; ++t)
             collective(at_rank(x, grad(p.local) + ".sp_all_reduce.solo" + str(t)), "all_reduce",
-                       {in[t]}, {out[t]}, {tp_group(x)[t]});
+                       {in[t]}, {out[t]}, {tp_group(x).ranks[t]});
         else
           collective(at_rank(x, grad(p.local) + ".sp_all_reduce"), "all_reduce", in, out,
                      tp_group(x));
-        for (int t = 0; t < s.tp; ++t) cur[{int(idx), tp_group(x)[t]}] = out[t];
+        for (int t = 0; t < s.tp; ++t) cur[{int(idx), tp_group(x).ranks[t]}] = out[t];
       }
 
     // kv heads replicated over tp: their gradient is split over the replicas.
@@ -157,7 +146,7 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
       for (Coord x : coords(p)) {
         if (x.d != 0 || x.c != 0) continue;
         std::vector<std::string> in, out;
-        std::vector<int> group = dp_cp_group(x);
+        std::vector<int> group = dp_cp_group(x).ranks;
         for (Coord xd = x; xd.d < s.dp; ++xd.d)
           for (xd.c = 0; xd.c < s.cp; ++xd.c) {
             in.push_back(cur[{int(idx), rank(xd)}]);
@@ -192,9 +181,9 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
       std::vector<std::string> in = {cur[{0, rank(x)}], cur[{1, rank(y)}]};
       std::vector<std::string> out;
       for (const Coord& z : {x, y}) {
-        Slice slice = zero ? zero_slice(prm, z) : slice_of(z, prm.full, prm.spec);
+        SymSlice slice = zero ? zero_slice(prm, z) : slice_of(z, prm.full, prm.spec);
         std::string local = at_rank(z, grad(prm.local) + ".tied");
-        g.tensor(local, extent(slice), rank(z), Claim{grad(prm.logical), slice, 0, 1});
+        declare(z, local, grad(prm.logical), slice);
         out.push_back(local);
       }
       if (fires("tied-embedding-not-synced", -1, x) && x.d == 0 && x.c == 0 && x.t == 0) {
@@ -213,61 +202,88 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
     for (const Coord& x : coords(*pieces[idx])) step(*pieces[idx], x, cur[{int(idx), rank(x)}], zero);
 }
 
+SymSlice Builder::zero_slice(const Param& p, const Coord& x) const {
+  const int n_dp = s.dp * s.cp;
+  SymSlice slice = slice_of(x, p.full, p.spec);
+  const int64_t len = (slice[0].second - slice[0].first).value();
+  if (len % n_dp != 0)
+    throw std::invalid_argument("zero: dp * cp (" + str(n_dp) + ") must divide dim 0 (" + str(len) +
+                                ") of " + p.local + "'s shard");
+  const Aff j = Aff(x.d) * s.cp + x.c;
+  slice[0] = {slice[0].first + j * (len / n_dp), slice[0].first + j * (len / n_dp) + len / n_dp};
+  return slice;
+}
+
+void Builder::declare(const Coord& x, const std::string& local, const std::string& logical,
+                      const SymSlice& slice, Part part) {
+  g.tensor(x, local, extent(slice), SymClaim{logical, slice, part.k, part.n}, "f32");
+}
+
 void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::string>& in,
-                      const std::vector<std::string>& out, const std::vector<int>& group) {
-  nlohmann::json attrs = {{"reduce", "sum"}};
+                      const std::vector<std::string>& out, const Group& group) {
   const std::string name = at_rank(x, grad(p.local) + ".dp");
-  const std::string bug = dp_sync_bug(p, x);
-  if (bug == "mean") attrs["reduce"] = "mean";
-  if (bug == "skip") {
-    for (size_t k = 0; k < in.size(); ++k)
-      collective(name + "_all_reduce.solo" + str(int64_t(k)), "all_reduce", {in[k]}, {out[k]},
-                 {group[k]}, attrs);
-    return;
-  }
-  if (s.zero == 2) {
-    attrs["dim"] = 0;
-    collective(name + "_reduce_scatter", "reduce_scatter", in, out, group, attrs);
-  } else {
-    collective(name + "_all_reduce", "all_reduce", in, out, group, attrs);
-  }
+  const auto hook = dp_sync_bug(p, x);
+  branch(hook.second, [&](bool buggy) {
+    const std::string bug = buggy ? hook.first : "";
+    nlohmann::json attrs = {{"reduce", bug == "mean" ? "mean" : "sum"}};
+    if (bug == "skip") {
+      // Each member by itself, named by its place in the group: in the
+      // compact form one template over every (dp, cp) rank.
+      if (sym()) {
+        const Aff k = Aff(Ix::axis("dp")) * s.cp + (s.cp > 1 ? Aff(Ix::axis("cp")) : Aff(0));
+        collective(name + "_all_reduce.solo" + k.text(), "all_reduce", in, out, Group::along({}),
+                   attrs);
+        return;
+      }
+      for (size_t k = 0; k < in.size(); ++k)
+        collective(name + "_all_reduce.solo" + str(int64_t(k)), "all_reduce", {in[k]}, {out[k]},
+                   {group.ranks[k]}, attrs);
+      return;
+    }
+    if (s.zero == 2) {
+      attrs["dim"] = 0;
+      collective(name + "_reduce_scatter", "reduce_scatter", in, out, group, attrs);
+    } else {
+      collective(name + "_all_reduce", "all_reduce", in, out, group, attrs);
+    }
+  });
 }
 
 // The optimizer on one rank's piece (or, under ZeRO, on its shard, then the
 // shards are all-gathered so every rank holds the whole piece again).
 void Builder::step(const Param& p, const Coord& x, const std::string& g_piece, bool zero) {
   const int n_dp = s.dp * s.cp;
-  Slice slice = slice_of(x, p.full, p.spec);
+  SymSlice slice = slice_of(x, p.full, p.spec);
   const std::string w = weight(x, p.local);
   std::string param = w;
   if (zero) {
-    const int64_t len = (slice[0].second - slice[0].first) / n_dp;
-    const int64_t j = int64_t(x.d) * s.cp + x.c;
-    slice[0] = {slice[0].first + j * len, slice[0].first + (j + 1) * len};
+    const int64_t len = (slice[0].second - slice[0].first).value() / n_dp;
+    const Aff j = Aff(x.d) * s.cp + x.c;
+    slice = zero_slice(p, x);
     param = at_rank(x, p.local + ".shard");
-    g.tensor(param, extent(slice), rank(x), Claim{p.logical, slice});
+    declare(x, param, p.logical, slice);
     g.op(at_rank(x, p.local + ".shard"), "slice", {w}, {param},
-         {{"dim", 0}, {"start", j * len}, {"end", (j + 1) * len}});
+         {{"dim", 0}, {"start", (j * len).attr()}, {"end", (j * len + len).attr()}});
   }
-  auto declare = [&](const std::string& suffix, const std::string& logical) {
+  auto state = [&](const std::string& suffix, const std::string& logical) {
     const std::string local = at_rank(x, p.local + suffix);
     if (s.logical) return claim(x, local, logical, p.full, p.spec);
-    g.tensor(local, extent(slice), rank(x), Claim{logical, slice});
+    declare(x, local, logical, slice);
     return local;
   };
   const std::string next_name = zero ? ".next.shard" : ".next";
   if (!s.adam()) {
-    std::string next = declare(next_name, p.logical + ".next");
+    std::string next = state(next_name, p.logical + ".next");
     g.op(at_rank(x, p.local + ".sgd"), "sgd", {param, g_piece}, {next}, optimizer_attrs());
     finish_step(p, x, next, zero);
     return;
   }
-  std::string m = declare(".m", p.logical + ".m"), v = declare(".v", p.logical + ".v");
+  std::string m = state(".m", p.logical + ".m"), v = state(".v", p.logical + ".v");
   add_input(m);
   add_input(v);
-  std::string next = declare(next_name, p.logical + ".next");
-  std::string m_next = declare(".m.next", p.logical + ".m.next");
-  std::string v_next = declare(".v.next", p.logical + ".v.next");
+  std::string next = state(next_name, p.logical + ".next");
+  std::string m_next = state(".m.next", p.logical + ".m.next");
+  std::string v_next = state(".v.next", p.logical + ".v.next");
   g.op(at_rank(x, p.local + ".adam"), "adam", {param, g_piece, m, v}, {next, m_next, v_next},
        optimizer_attrs());
   add_output(m_next);
@@ -279,6 +295,17 @@ void Builder::step(const Param& p, const Coord& x, const std::string& g_piece, b
 void Builder::finish_step(const Param& p, const Coord& x, const std::string& next, bool zero) {
   if (!zero) {
     add_output(next);
+    return;
+  }
+  if (sym()) {
+    // One template: the shard of every dp rank, gathered over the dp axis.
+    const std::string out =
+        claim(x, at_rank(x, p.local + ".next"), p.logical + ".next", p.full, p.spec);
+    add_output(out);
+    Coord x0 = x;
+    x0.d = x0.c = 0;
+    collective(at_rank(x0, p.local + ".zero_all_gather"), "all_gather", {next}, {out},
+               dp_cp_group(x), {{"dim", 0}});
     return;
   }
   zero_shards_[{p.local, x.p, x.t}].push_back(next);
@@ -293,12 +320,12 @@ void Builder::finish_step(const Param& p, const Coord& x, const std::string& nex
       add_output(out.back());
     }
   std::vector<std::string> shards = zero_shards_[{p.local, x.p, x.t}];
-  std::vector<int> group = dp_cp_group(x0);
+  Group group = dp_cp_group(x0);
   if (s.bug("zero-allgather-order") && p.local == layer(s.bug_layer()) + ".wq" && x.t == 0) {
     // Reverse rank order; every shard and output stays on its own rank.
     std::reverse(shards.begin(), shards.end());
     std::reverse(out.begin(), out.end());
-    std::reverse(group.begin(), group.end());
+    std::reverse(group.ranks.begin(), group.ranks.end());
   }
   collective(at_rank(x0, p.local + ".zero_all_gather"), "all_gather", shards, out, group,
              {{"dim", 0}});

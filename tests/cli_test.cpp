@@ -275,6 +275,24 @@ TEST_F(CliTest, PlanToStdoutIsAPlan) {
   EXPECT_EQ(j["format"], "shardproof-plan/1");
 }
 
+// The compact form of a transformer plan through the CLI: written, verified;
+// a flag it does not support is refused with exit 2, naming the flag.
+TEST_F(CliTest, CompactTransformerPlan) {
+  fs::path p = dir_ / "tiny.json";
+  CliResult r = run("plan llama3-tiny --dp 2 --tp 2 --pp 2 --microbatches 2 --sp --compact -o " +
+                    quote(p.string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(p))["format"], "shardproof-plan/1.1");
+  r = run("verify " + quote(p.string()));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find(": EQUIVALENT ("), std::string::npos) << r.out;
+
+  r = run("plan llama3-tiny --pp 2 --tie-embeddings --compact");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--compact does not support --tie-embeddings"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
 TEST_F(CliTest, PlanToUnwritablePathIsInternal) {
   CliResult r = run("plan mlp -o " + quote((dir_ / "no-dir" / "plan.json").string()));
   EXPECT_EQ(r.code, 4);

@@ -1,0 +1,63 @@
+// A parsed graph as text keyed by name, independent of order, for tests that
+// compare two plans (a compact plan's expansion and the v1 plan): tensors
+// with rank, dtype, shape and claim; ops with their operator, the names of
+// their ins and outs, group, rank and attributes; the sorted inputs and
+// outputs; the world.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/plan_parser.h"
+#include "engine/plan_validation.h"
+
+namespace shardproof::testing {
+
+inline std::map<std::string, std::string> graph_by_name(const Graph& g) {
+  std::map<std::string, std::string> out;
+  auto names = [&](const std::vector<int>& ts) {
+    std::string s;
+    for (int t : ts) s += g.tensors[t].name + ",";
+    return s;
+  };
+  for (const TensorDecl& t : g.tensors) {
+    std::string v = "rank " + std::to_string(t.rank) + " dtype " +
+                    std::to_string(static_cast<int>(t.dtype)) + " " + shape_to_string(t.shape);
+    if (t.of) v += " of " + plan_detail::claim_text(*t.of);
+    out["tensor " + t.name] = v;
+  }
+  for (const Op& op : g.ops) {
+    std::string v = op.op + " in " + names(op.in) + " out " + names(op.out) + " rank " +
+                    std::to_string(op.rank) + " group";
+    for (int r : op.group) v += " " + std::to_string(r);
+    v += " attrs";
+    for (const auto& [key, attr] : op.attrs) v += " " + key + "=" + attr.describe();
+    out["op " + op.name] = v;
+  }
+  for (auto [key, list] : {std::pair{"inputs", &g.inputs}, {"outputs", &g.outputs}}) {
+    std::vector<std::string> sorted;
+    for (int t : *list) sorted.push_back(g.tensors[t].name);
+    std::sort(sorted.begin(), sorted.end());
+    out[key] = std::to_string(sorted.size());
+    for (const std::string& s : sorted) out[key] += " " + s;
+  }
+  out["world"] = std::to_string(g.world);
+  return out;
+}
+
+// The first difference between two graphs' texts ("" if none).
+inline std::string first_difference(const std::map<std::string, std::string>& a,
+                                    const std::map<std::string, std::string>& b) {
+  for (const auto& [k, v] : a) {
+    auto it = b.find(k);
+    if (it == b.end()) return "only the first has " + k + ": " + v;
+    if (it->second != v) return k + ": " + v + " / " + it->second;
+  }
+  for (const auto& [k, v] : b)
+    if (!a.count(k)) return "only the second has " + k + ": " + v;
+  return "";
+}
+
+}  // namespace shardproof::testing
