@@ -68,6 +68,24 @@ std::vector<AxisClasses> initial_classes(const CompactGraph& g) {
     a.add(0);
     a.add(a.size - 1);
   }
+  // A piece of a line is reduced to at most 2 elements. Where a slice moves
+  // by one element per coordinate, the piece before it is 0, 1 or more
+  // elements long at the first coordinates: those reduce differently from
+  // the rest, so they are classes of their own (likewise at the end).
+  auto unit_steps = [&](const Affine& e) {
+    for (AxisClasses& a : axes)
+      if (e.coef[a.axis] == 1 || e.coef[a.axis] == -1) {
+        a.add(1);
+        a.add(a.size - 2);
+      }
+  };
+  for (const Program& p : g.programs)
+    for (const TensorTemplate& t : p.tensors)
+      if (t.of)
+        for (const auto& [lo, hi] : t.of->slice) {
+          unit_steps(lo);
+          unit_steps(hi);
+        }
   for (const Program& p : g.programs) {
     add_condition_breaks(p.on, axes);
     for (const TensorTemplate& t : p.tensors) add_condition_breaks(t.when, axes);

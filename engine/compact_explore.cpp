@@ -12,13 +12,44 @@ namespace {
 
 using Kind = OpTemplate::Kind;
 
-std::string literal_key(const Template& t) {
-  std::string k;
-  for (const std::string& l : t.literals) {
-    k += l;
-    k += '\x1f';
+// A name as its text around its numbers: every run of digits, written or
+// made by a hole, is a *slot*; the skeleton is the text with each slot as
+// '#'. "dp{dp}.l0.acc{mb-1}" has skeleton "dp#.l#.acc#" and slots (dp, 0,
+// mb-1). Two names are equal when their skeletons are and every slot has the
+// same value, whichever of them were written as digits. A hole next to
+// digits would make the slots ambiguous: such a template has no pattern.
+struct Pattern {
+  bool ok = true;
+  std::string skeleton;
+  std::vector<Affine> slots;
+};
+
+Pattern pattern_of(const Template& t) {
+  Pattern p;
+  auto digit = [](char ch) { return ch >= '0' && ch <= '9'; };
+  for (size_t i = 0; i < t.literals.size(); ++i) {
+    const std::string& lit = t.literals[i];
+    for (size_t k = 0; k < lit.size();) {
+      if (!digit(lit[k])) {
+        p.skeleton += lit[k++];
+        continue;
+      }
+      if (k == 0 && i > 0) p.ok = false;  // digits right after a hole
+      Affine a;
+      while (k < lit.size() && digit(lit[k])) {
+        if (a.constant > (int64_t{1} << 40)) p.ok = false;
+        a.constant = a.constant * 10 + (lit[k++] - '0');
+      }
+      p.skeleton += '#';
+      p.slots.push_back(a);
+    }
+    if (i < t.exprs.size()) {
+      if (!p.skeleton.empty() && p.skeleton.back() == '#') p.ok = false;  // after digits
+      p.skeleton += '#';
+      p.slots.push_back(t.exprs[i]);
+    }
   }
-  return k;
+  return p;
 }
 
 struct Ref {
@@ -49,6 +80,13 @@ struct Explorer::Impl {
   std::unordered_map<std::string, std::vector<Ref>> producers;  // op outputs by name
   std::unordered_map<std::string, std::vector<Ref>> claims;     // claims by logical name
 
+  std::unordered_map<const Template*, Pattern> patterns;
+  const Pattern& pattern(const Template& t) {
+    auto it = patterns.find(&t);
+    if (it == patterns.end()) it = patterns.emplace(&t, pattern_of(t)).first;
+    return it->second;
+  }
+
   // The walk in progress.
   Selection* sel = nullptr;
   uint64_t hash = 0;
@@ -60,12 +98,14 @@ struct Explorer::Impl {
       const Program& prog = g.programs[p];
       for (uint32_t t = 0; t < prog.tensors.size(); ++t) {
         const TensorTemplate& tt = prog.tensors[t];
-        decls[literal_key(tt.name)].push_back({p, t, 0});
-        if (tt.of && !tt.input) claims[literal_key(tt.of->tensor)].push_back({p, t, 0});
+        if (const Pattern& n = pattern(tt.name); n.ok) decls[n.skeleton].push_back({p, t, 0});
+        if (tt.of && !tt.input && pattern(tt.of->tensor).ok)
+          claims[pattern(tt.of->tensor).skeleton].push_back({p, t, 0});
       }
       for (uint32_t o = 0; o < prog.ops.size(); ++o)
         for (uint32_t s = 0; s < prog.ops[o].out.size(); ++s)
-          producers[literal_key(prog.ops[o].out[s])].push_back({p, o, s});
+          if (const Pattern& n = pattern(prog.ops[o].out[s]); n.ok)
+            producers[n.skeleton].push_back({p, o, s});
     }
   }
 
@@ -129,16 +169,16 @@ struct Explorer::Impl {
   // The coordinate at which `target` (its device part fixed by `dev`) gives
   // the hole values `v`, or nothing. The micro-batch is solved from a hole
   // with coefficient +-1 on mb, or from an equality of the domain.
-  std::optional<Coord> solve(const Template& target, bool per_mb, const Condition& on,
+  std::optional<Coord> solve(const Pattern& target, bool per_mb, const Condition& on,
                              const Condition& when, const std::vector<int64_t>& v, Coord dev,
                              const std::string& what) {
     dev[kMbAxis] = 0;
     if (per_mb) {
       bool solved = false;
-      for (size_t i = 0; i < target.exprs.size() && !solved; ++i) {
-        int64_t k = target.exprs[i].coef[kMbAxis];
+      for (size_t i = 0; i < target.slots.size() && !solved; ++i) {
+        int64_t k = target.slots[i].coef[kMbAxis];
         if (k == 1 || k == -1) {
-          dev[kMbAxis] = (v[i] - target.exprs[i].eval(dev)) * k;
+          dev[kMbAxis] = (v[i] - target.slots[i].eval(dev)) * k;
           solved = true;
         }
       }
@@ -155,15 +195,21 @@ struct Explorer::Impl {
                            "needs a hole mb + c, or an equality on mb)"};
     }
     for (size_t i = 0; i < v.size(); ++i)
-      if (!zero(v[i] - target.exprs[i].eval(dev))) return std::nullopt;
+      if (!zero(v[i] - target.slots[i].eval(dev))) return std::nullopt;
     if (!in_mesh(dev, per_mb) || !holds(on, dev) || !holds(when, dev)) return std::nullopt;
     return dev;
   }
 
-  static std::vector<int64_t> holes(const Template& t, const Coord& c) {
+  // The values of a pattern's slots at `c`; throws if it has no pattern.
+  std::vector<int64_t> slots(const Template& t, const Coord& c) {
+    const Pattern& p = pattern(t);
+    if (!p.ok)
+      throw ExploreError{"name \"" + t.eval(c) +
+                         "\" has a hole next to digits; the class verifier cannot tell its "
+                         "numbers apart"};
     std::vector<int64_t> v;
-    v.reserve(t.exprs.size());
-    for (const Affine& a : t.exprs) v.push_back(a.eval(c));
+    v.reserve(p.slots.size());
+    for (const Affine& a : p.slots) v.push_back(a.eval(c));
     return v;
   }
 
@@ -171,14 +217,14 @@ struct Explorer::Impl {
   // `dev`.
   std::pair<Ref, Coord> declaration(const Template& ref, const Coord& at, const Coord& dev) {
     const std::string name = ref.eval(at);
-    auto it = decls.find(literal_key(ref));
-    const std::vector<int64_t> v = holes(ref, at);
+    const std::vector<int64_t> v = slots(ref, at);
+    auto it = decls.find(pattern(ref).skeleton);
     std::optional<std::pair<Ref, Coord>> found;
     if (it != decls.end())
       for (const Ref& r : it->second) {
         const Program& p = g.programs[r.program];
         const TensorTemplate& t = p.tensors[r.element];
-        if (std::optional<Coord> c = solve(t.name, t.per_mb, p.on, t.when, v, dev, name)) {
+        if (std::optional<Coord> c = solve(pattern(t.name), t.per_mb, p.on, t.when, v, dev, name)) {
           if (found)
             throw ExploreError{"tensor \"" + name + "\" (at " + where(*c, t.per_mb) +
                                ") is declared by two templates"};
@@ -196,9 +242,9 @@ struct Explorer::Impl {
   // instance (r, c), if any.
   std::optional<std::pair<Ref, Coord>> producer(const Ref& r, const Coord& c) {
     const TensorTemplate& t = g.programs[r.program].tensors[r.element];
-    auto it = producers.find(literal_key(t.name));
+    const std::vector<int64_t> v = slots(t.name, c);
+    auto it = producers.find(pattern(t.name).skeleton);
     if (it == producers.end()) return std::nullopt;
-    const std::vector<int64_t> v = holes(t.name, c);
     std::optional<std::pair<Ref, Coord>> found;
     for (const Ref& o : it->second) {
       const Program& p = g.programs[o.program];
@@ -208,13 +254,13 @@ struct Explorer::Impl {
       if (op.kind == Kind::Send) {
         // A send's out is named at the receiver: solve there, then step back.
         static const Condition always;
-        at = solve(op.out[o.slot], op.per_mb, always, always, v, c, name);
+        at = solve(pattern(op.out[o.slot]), op.per_mb, always, always, v, c, name);
         if (at) {
           for (int axis : m.axes) (*at)[axis] -= op.to[axis];
           if (!in_mesh(*at, op.per_mb) || !holds(p.on, *at) || !holds(op.when, *at)) at.reset();
         }
       } else {
-        at = solve(op.out[o.slot], op.per_mb, p.on, op.when, v, c, name);
+        at = solve(pattern(op.out[o.slot]), op.per_mb, p.on, op.when, v, c, name);
       }
       if (at) {
         if (found) throw ExploreError{"tensor \"" + name + "\" is written by two op templates"};
@@ -227,7 +273,7 @@ struct Explorer::Impl {
   // ---- the walk -----------------------------------------------------------
   void record_claim(const TensorTemplate& t, const Coord& c) {
     if (!t.of) return;
-    for (const Affine& a : t.of->tensor.exprs) value(a.eval(c));
+    for (int64_t v : slots(t.of->tensor, c)) value(v);
   }
 
   // Visits a tensor instance; walks to its producer unless it is claimed
@@ -342,7 +388,8 @@ struct Explorer::Impl {
     const TensorTemplate& s = g.programs[seed.program].tensors[seed.element];
     const Lineage& lin = *s.of;
     std::vector<std::pair<Ref, Coord>> members;
-    for (const Ref& u : claims[literal_key(lin.tensor)]) {
+    const std::vector<int64_t> tv = slots(lin.tensor, c);
+    for (const Ref& u : claims[pattern(lin.tensor).skeleton]) {
       const TensorTemplate& t = g.programs[u.program].tensors[u.element];
       const Lineage& ul = *t.of;
       if (ul.has_part != lin.has_part) continue;
@@ -351,8 +398,8 @@ struct Explorer::Impl {
             "claims of one logical tensor written with and without a slice (or with "
             "different ranks); the class verifier needs one form"};
       std::vector<Equation> eqs;
-      for (size_t i = 0; i < ul.tensor.exprs.size(); ++i)
-        eqs.push_back({ul.tensor.exprs[i], lin.tensor.exprs[i].eval(c)});
+      const Pattern& up = pattern(ul.tensor);
+      for (size_t i = 0; i < up.slots.size(); ++i) eqs.push_back({up.slots[i], tv[i]});
       for (size_t d = 0; d < ul.slice.size(); ++d) {
         eqs.push_back({ul.slice[d].first, lin.slice[d].first.eval(c)});
         eqs.push_back({ul.slice[d].second, lin.slice[d].second.eval(c)});

@@ -65,6 +65,20 @@ TEST(ClassVerifier, SameVerdictAsTheExpansion) {
   }
 }
 
+// A transformer plan (llama3-tiny, with attention, norms, Adam and pipeline
+// sends) per class gives its expansion's verdict; so does one of its bugs.
+TEST(ClassVerifier, LlamaPlanSameVerdictAsTheExpansion) {
+  planner::PlanConfig c = testing::transformer_config(2, 5, 2, 2, 6);
+  c.compact = true;
+  nlohmann::json plan = planner::generate_plan("llama3-tiny", c);
+  Report a = expanded(plan), b = by_classes(plan);
+  EXPECT_EQ(a.verdict, Verdict::Equivalent) << testing::explain(a);
+  EXPECT_EQ(b.verdict, Verdict::Equivalent) << testing::explain(b);
+  c.bug = "allreduce-mean-not-sum";
+  plan = planner::generate_plan("llama3-tiny", c);
+  EXPECT_EQ(by_classes(plan).verdict, Verdict::NotEquivalent);
+}
+
 // An op no claim needs (dead code) is still read: one with a wrong shape at
 // an interior coordinate makes the plan invalid, as its expansion is.
 TEST(ClassVerifier, ADeadOpWithAShapeErrorIsInvalid) {
