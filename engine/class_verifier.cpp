@@ -249,6 +249,9 @@ class ClassRun {
 
   // Splits each run of a disagreeing box in two.
   void refine(const std::vector<std::vector<Range>>& boxes) {
+    if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
+      for (size_t i = 0; i < boxes.size() && i < 5; ++i)
+        std::fprintf(stderr, "split %s\n", class_text(axes_, boxes[i]).c_str());
     for (const std::vector<Range>& box : boxes)
       for (size_t i = 0; i < box.size(); ++i)
         if (box[i].hi > box[i].lo) axes_[i].add(box[i].lo + (box[i].hi - box[i].lo) / 2);
