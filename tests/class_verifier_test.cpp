@@ -3,7 +3,10 @@
 // names the mesh coordinates where a bug shows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
+#include <random>
 
 #include "engine/compact_expand.h"
 #include "engine/plan_parser.h"
@@ -122,6 +125,97 @@ TEST(ClassVerifier, ANameSharedByInstancesIsNeverEquivalent) {
   Report a = expanded(plan), b = by_classes(plan);
   EXPECT_EQ(a.verdict, Verdict::Invalid) << testing::explain(a);
   EXPECT_EQ(b.verdict, Verdict::Unknown) << testing::explain(b);
+}
+
+// Replaces op `i` by the edited op at one coordinate (dp == d, and mb == m
+// when the op is per micro-batch; never along its group axes) beside the
+// original everywhere else.
+void edit_at(nlohmann::json& ops, size_t i, int d, int m,
+             const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json op = ops[i];
+  const bool dp_ok = !op.contains("group") ||
+                     std::find(op["group"].begin(), op["group"].end(), "dp") == op["group"].end();
+  const bool mb_ok = op.dump().find("{mb") != std::string::npos;
+  const std::string when = op.value("when", "");
+  auto with = [&](const std::string& c) { return when.empty() ? c : when + " && " + c; };
+  std::vector<std::string> outside, inside;
+  if (dp_ok) {
+    outside = {"dp < " + std::to_string(d), "dp > " + std::to_string(d)};
+    inside = {"dp == " + std::to_string(d)};
+  }
+  if (mb_ok) {
+    std::string pin = inside.empty() ? "" : inside[0] + " && ";
+    outside.push_back(pin + "mb < " + std::to_string(m));
+    outside.push_back(pin + "mb > " + std::to_string(m));
+    inside = {pin + "mb == " + std::to_string(m)};
+  }
+  ops.erase(ops.begin() + static_cast<long>(i));
+  for (const std::string& c : outside) {
+    nlohmann::json piece = op;
+    piece["when"] = with(c);
+    ops.push_back(piece);
+  }
+  edit(op);
+  if (!inside.empty()) op["when"] = with(inside[0]);
+  ops.push_back(op);
+}
+
+// Seeded random edits of a compact plan at one random coordinate (an op's
+// reduce, its input order, a condition's constant, a claim's slice bound):
+// whenever the class verifier answers equivalent, the expansion does too.
+TEST(ClassVerifier, RandomEditsAreNeverPassedOffAsEquivalent) {
+  const nlohmann::json base = planner::generate_plan("mlp", mlp(4, 5, 2, 2, 6, "sgd"));
+  std::mt19937 rng(20261122);
+  int decided_alike = 0, edits = 0, found = 0;
+  for (int trial = 0; trial < 32; ++trial) {
+    nlohmann::json plan = base;
+    nlohmann::json& prog =
+        plan["parallel"]["programs"][rng() % plan["parallel"]["programs"].size()];
+    nlohmann::json& ops = prog["ops"];
+    const size_t i = rng() % ops.size();
+    const int d = static_cast<int>(rng() % 5), m = static_cast<int>(rng() % 6);
+    const nlohmann::json& op = ops[i];
+    switch (trial % 4) {
+      case 0:  // inputs swapped
+        if (op["in"].size() < 2) continue;
+        edit_at(ops, i, d, m, [](nlohmann::json& o) { std::swap(o["in"][0], o["in"][1]); });
+        break;
+      case 1:  // a reduce changed
+        if (!op.contains("attrs") || !op["attrs"].contains("reduce")) continue;
+        edit_at(ops, i, d, m, [](nlohmann::json& o) {
+          o["attrs"]["reduce"] = o["attrs"]["reduce"] == "sum" ? "mean" : "sum";
+        });
+        break;
+      case 2: {  // a condition's constant moved by one
+        if (!op.contains("when")) continue;
+        std::string w = op["when"];
+        size_t digit = w.find_last_of("0123456789");
+        if (digit == std::string::npos) continue;
+        w[digit] = w[digit] == '0' ? '1' : static_cast<char>(w[digit] - 1);
+        ops[i]["when"] = w;
+        break;
+      }
+      case 3: {  // a claim's slice bound moved by one
+        nlohmann::json& t = prog["tensors"][rng() % prog["tensors"].size()];
+        if (!t.contains("of") || !t["of"].contains("slice")) continue;
+        nlohmann::json& bound = t["of"]["slice"][0][0];
+        bound = bound.is_number() ? nlohmann::json(bound.get<int64_t>() + 1)
+                                  : nlohmann::json(bound.get<std::string>() + " + 1");
+        break;
+      }
+    }
+    ++edits;
+    Report a = expanded(plan), b = by_classes(plan);
+    if (b.verdict == Verdict::Equivalent) {
+      EXPECT_EQ(a.verdict, Verdict::Equivalent) << "trial " << trial << "\n" << testing::explain(a);
+    }
+    decided_alike += a.verdict == b.verdict;
+    found += b.verdict == Verdict::NotEquivalent || b.verdict == Verdict::Invalid;
+  }
+  // Not vacuous: edits were made, most decided alike, some of them wrong.
+  EXPECT_GE(edits, 12);
+  EXPECT_GE(decided_alike * 4, edits * 3);
+  EXPECT_GE(found, 4);
 }
 
 // The op instances a compact plan denotes, counted without expanding it.
