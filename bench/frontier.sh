@@ -82,7 +82,8 @@ verify_cold() {
   [[ -s "$work/rss" ]] || echo 0 >"$work/rss"
   t1=$(now)
   cold_s=$(elapsed "$t0" "$t1")
-  peak_mib=$(awk '{ printf "%.0f", $1 / 1024 }' "$work/rss" | tail -n1)
+  # GNU time writes "Command exited with non-zero status N" first on failure.
+  peak_mib=$(tail -n1 "$work/rss" | awk '{ printf "%.0f", $1 / 1024 }')
 }
 
 echo "| plan | file KB | op instances | stages verified | distinct | corners | cold s | peak MiB | daemon cold s | daemon warm s | verdict |"

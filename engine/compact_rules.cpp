@@ -181,6 +181,16 @@ class RuleCheck {
     AxisMask mask = p.on.mask() | t.when.mask() | t.of->tensor.mask() | t.of->part_k.mask() |
                     t.of->part_n.mask();
     for (const auto& [lo, hi] : t.of->slice) mask |= lo.mask() | hi.mask();
+    // An axis an equality pins (a program's "pp == 3") takes that value only.
+    Coord c{};
+    for (const Condition* cond : {&p.on, &t.when})
+      for (const Comparison& k : cond->all)
+        for (int a = 0; a < kAxisCount; ++a)
+          if (k.op == Comparison::Op::Eq && k.diff.mask() == (1u << a) &&
+              k.diff.constant % k.diff.coef[a] == 0 && (mask & (1u << a))) {
+            c[a] = -k.diff.constant / k.diff.coef[a];
+            mask &= ~(1u << a);
+          }
     std::vector<int> axes;
     int64_t count = 1;
     for (int a = 0; a < kAxisCount; ++a)
@@ -190,7 +200,6 @@ class RuleCheck {
       }
     budget_ += count;
     if (budget_ > kMaxRuleInstances) return false;
-    Coord c{};
     for (;;) {
       if (p.on.holds(c) && t.when.holds(c)) f(c);
       size_t i = 0;
