@@ -28,7 +28,7 @@ namespace {
 
 VerifyProgress progress_from(const json& m) {
   // The strings must outlive the call: map them onto the engine's literals.
-  static const char* const kStatuses[] = {"proven", "refuted", "unknown", "error"};
+  static const char* const kStatuses[] = {"proven", "refuted", "unknown", "error", "exploring"};
   static const char* const kSources[] = {"solved", "cache", "duplicate", "reused"};
   auto literal = [](const std::string& s, const auto& options) -> const char* {
     for (const char* o : options)

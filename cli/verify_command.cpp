@@ -8,6 +8,8 @@
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -37,8 +39,12 @@ class ProgressLine {
       auto now = std::chrono::steady_clock::now();
       if (p.done < p.total && shown_ && now - last_ < std::chrono::milliseconds(100)) return;
       last_ = now;
-      std::cerr << "\r\033[K" << path << ": stages " << p.done << "/" << p.total << ", " << p.cached
-                << " cached, " << p.solving << " solving" << std::flush;
+      if (std::string_view(p.status) == "exploring")  // the class verifier, before its stages
+        std::cerr << "\r\033[K" << path << ": class corners " << p.done << "/" << p.total
+                  << std::flush;
+      else
+        std::cerr << "\r\033[K" << path << ": stages " << p.done << "/" << p.total << ", "
+                  << p.cached << " cached, " << p.solving << " solving" << std::flush;
       shown_ = true;
     };
   }

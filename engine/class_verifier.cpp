@@ -205,9 +205,18 @@ class ClassRun {
                      std::to_string(kMaxAnchors) +
                      "): the plan's conditions cut the mesh too finely");
     try {
+      int64_t done = 0;
       each_point(axes_, lists, [&](const Coord& c) {
         const int64_t key = explorer_.pack(c);
         if (!records_.count(key)) records_.emplace(key, explorer_.explore(c, selection_, checked_));
+        if (options_.progress && (++done % 16 == 0 || done == static_cast<int64_t>(count))) {
+          VerifyProgress p;
+          p.done = done;
+          p.total = static_cast<int64_t>(count);
+          p.stage = "class corners";
+          p.status = "exploring";
+          options_.progress(p);
+        }
       });
     } catch (const ExploreError& e) {
       return unknown(e.message);

@@ -19,12 +19,14 @@ namespace shardproof {
 
 // One stage decided, for progress displays and the daemon's progress events.
 struct VerifyProgress {
-  int64_t done = 0;         // stages decided so far
-  int64_t total = 0;        // stages in the plan
-  int64_t cached = 0;       // of those, taken from the store
-  int64_t solving = 0;      // stages being solved right now
-  std::string stage;        // the stage just decided, e.g. "stage 3: out[0:8, 0:16]"
-  const char* status = "";  // "proven", "refuted", "unknown", "error"
+  int64_t done = 0;     // stages decided so far
+  int64_t total = 0;    // stages in the plan
+  int64_t cached = 0;   // of those, taken from the store
+  int64_t solving = 0;  // stages being solved right now
+  std::string stage;    // the stage just decided, e.g. "stage 3: out[0:8, 0:16]"
+  // "proven", "refuted", "unknown", "error"; "exploring": the class verifier
+  // explored `done` of `total` class corners (no stage decided yet).
+  const char* status = "";
   const char* source = "";  // "solved", "cache" (the store) or "duplicate" (an identical stage)
 };
 

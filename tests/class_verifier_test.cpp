@@ -54,6 +54,31 @@ TEST(ClassVerifier, TheExampleIsEquivalent) {
   EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
 }
 
+// Exploring the corners is reported as progress before any stage is.
+TEST(ClassVerifier, ExploringReportsProgress) {
+  nlohmann::json plan = planner::generate_plan("mlp", mlp(2, 5, 2, 1, 6, "sgd"));
+  ParseResult r =
+      parse_plan_text(plan.dump(), "plan.json", "", ParseOptions{ParseOptions::Compact::Classes});
+  ASSERT_TRUE(r.plan);
+  VerifyOptions options;
+  int64_t explored = 0, total = 0, stages = 0;
+  options.progress = [&](const VerifyProgress& p) {
+    if (std::string(p.status) == "exploring") {
+      EXPECT_EQ(stages, 0) << "corners come first";
+      explored = p.done;
+      total = p.total;
+    } else {
+      ++stages;
+    }
+  };
+  Report report = verify_plan(*r.plan, options);
+  EXPECT_EQ(report.verdict, Verdict::Equivalent);
+  EXPECT_GT(total, 0);
+  EXPECT_EQ(explored, total);
+  EXPECT_EQ(total, report.stats.class_anchors);
+  EXPECT_GT(stages, 0);
+}
+
 // Same verdict as the expansion over a matrix of meshes, with sizes large
 // enough (5 and more) that classes have interiors.
 TEST(ClassVerifier, SameVerdictAsTheExpansion) {
