@@ -37,13 +37,7 @@ trap 'rm -rf "$work"' EXIT
 verify_flags=(--quiet --format json)
 "$cli" verify --help 2>&1 | grep -q -- --no-cache && verify_flags+=(--no-cache)
 
-field() {  # report.json, dotted path
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."): d=d.get(k, "?") if isinstance(d, dict) else "?"
-print(d)' "$1" "$2"
-}
-
-now() { date +%s.%N; }
+source "$root/bench/lib.sh"
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 echo "| plan | ops (logical/parallel) | plan MB | generate s | stages | distinct | solved | verify s | peak MiB | verdict |"

@@ -56,12 +56,7 @@ else
 fi
 PLANS="${PLANS:-$default_plans}"
 
-field() {  # report.json, dotted path
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."): d=d.get(k, "?") if isinstance(d, dict) else "?"
-print(d)' "$1" "$2"
-}
-now() { date +%s.%N; }
+source "$root/bench/lib.sh"
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 # The issue's targets bound every run: past them the row says so instead of

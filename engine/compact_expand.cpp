@@ -212,16 +212,6 @@ class Expander {
     }
   }
 
-  // The coordinate of group member j (row-major over the group axes).
-  Coord member(const OpTemplate& op, Coord c, int64_t j) const {
-    for (size_t i = op.group.size(); i-- > 0;) {
-      int64_t size = m_.size(op.group[i]);
-      c[op.group[i]] = j % size;
-      j /= size;
-    }
-    return c;
-  }
-
   void ops(uint32_t p, uint32_t oi) {
     const OpTemplate& op = g_.programs[p].ops[oi];
     int64_t members = 1;
@@ -255,7 +245,7 @@ class Expander {
           append_string(out, op.op);
           if (op.kind == OpTemplate::Kind::Collective) {
             std::vector<Coord> group;
-            for (int64_t j = 0; j < members; ++j) group.push_back(member(op, c, j));
+            for (int64_t j = 0; j < members; ++j) group.push_back(m_.member(op.group, c, j));
             out += ",\"in\":[";
             list(op.in[0], group);
             out += "],\"out\":[";

@@ -291,15 +291,6 @@ struct Explorer::Impl {
     op(p->first, p->second);
   }
 
-  Coord member(const OpTemplate& op, Coord c, int64_t j) const {
-    for (size_t i = op.group.size(); i-- > 0;) {
-      int64_t size = m.size(op.group[i]);
-      c[op.group[i]] = j % size;
-      j /= size;
-    }
-    return c;
-  }
-
   void op(const Ref& r, const Coord& at) {
     const OpTemplate& o = g.programs[r.program].ops[r.element];
     Coord lead = at;
@@ -314,7 +305,7 @@ struct Explorer::Impl {
     int64_t n = 1;
     for (int axis : o.group) n *= m.size(axis);
     for (int64_t j = 0; j < n; ++j)
-      members.push_back(o.kind == Kind::Collective ? member(o, lead, j) : at);
+      members.push_back(o.kind == Kind::Collective ? m.member(o.group, lead, j) : at);
     for (const Coord& mc : members) {
       Coord dst = mc;
       if (o.kind == Kind::Send)
@@ -430,7 +421,7 @@ struct Explorer::Impl {
     int64_t n = 1;
     for (int axis : o.group) n *= m.size(axis);
     for (int64_t j = 0; j < n; ++j) {
-      const Coord mc = o.kind == Kind::Collective ? member(o, lead, j) : at;
+      const Coord mc = o.kind == Kind::Collective ? m.member(o.group, lead, j) : at;
       Coord dst = mc;
       if (o.kind == Kind::Send)
         for (int axis : m.axes) dst[axis] += o.to[axis];

@@ -31,6 +31,15 @@ struct Mesh {
   }
   // The device coordinates of `rank` (mb left 0).
   Coord coord(int64_t rank) const;
+  // Member j of the group through `c` along `group` (row-major over the
+  // group axes, in the order listed).
+  Coord member(const std::vector<int>& group, Coord c, int64_t j) const {
+    for (size_t i = group.size(); i-- > 0;) {
+      c[group[i]] = j % size(group[i]);
+      j /= size(group[i]);
+    }
+    return c;
+  }
   // "pp=0 dp=1 tp=0 mb=2" (mb only when `with_mb`).
   std::string describe(const Coord& c, bool with_mb) const;
 };

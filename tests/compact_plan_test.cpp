@@ -20,6 +20,9 @@
 namespace shardproof {
 namespace {
 
+using testing::first_finding;
+using testing::parse;
+
 namespace fs = std::filesystem;
 
 planner::PlanConfig config(int layers, int dp, int tp, int pp, int mb, const std::string& opt,
@@ -28,21 +31,6 @@ planner::PlanConfig config(int layers, int dp, int tp, int pp, int mb, const std
   c.batch = 16;
   c.compact = compact;
   return c;
-}
-
-Plan parse(const nlohmann::json& plan) {
-  ParseResult r = parse_plan_text(plan.dump(1), "plan.json", "");
-  EXPECT_FALSE(r.error) << r.error->to_string();
-  EXPECT_TRUE(r.io_error.empty()) << r.io_error;
-  return r.plan ? std::move(*r.plan) : Plan{};
-}
-
-std::string first_finding(const Report& r) {
-  if (r.findings.empty()) return "(none)";
-  const Finding& f = r.findings.front();
-  // "stage 18: l1.pre[0:4, 0:8]": the number is the stage's position.
-  std::string region = f.stage.substr(f.stage.find(": ") + 2);
-  return f.kind + " | " + region + " | " + f.tensor;
 }
 
 void expect_same_plan(const planner::PlanConfig& c) {

@@ -10,8 +10,13 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
 #include "engine/plan_parser.h"
 #include "engine/plan_validation.h"
+#include "engine/report.h"
 
 namespace shardproof::testing {
 
@@ -58,6 +63,24 @@ inline std::string first_difference(const std::map<std::string, std::string>& a,
   for (const auto& [k, v] : b)
     if (!a.count(k)) return "only the second has " + k + ": " + v;
   return "";
+}
+
+// A plan the test expects to be valid, parsed (an empty plan if not).
+inline Plan parse(const nlohmann::json& plan) {
+  ParseResult r = parse_plan_text(plan.dump(1), "plan.json", "");
+  EXPECT_FALSE(r.error) << r.error->to_string();
+  EXPECT_TRUE(r.io_error.empty()) << r.io_error;
+  return r.plan ? std::move(*r.plan) : Plan{};
+}
+
+// The first finding without its stage number (which follows op order, and
+// the two forms order ops differently).
+inline std::string first_finding(const Report& r) {
+  if (r.findings.empty()) return "(none)";
+  const Finding& f = r.findings.front();
+  // "stage 18: l1.pre[0:4, 0:8]": the number is the stage's position.
+  std::string region = f.stage.substr(f.stage.find(": ") + 2);
+  return f.kind + " | " + region + " | " + f.tensor;
 }
 
 }  // namespace shardproof::testing

@@ -17,6 +17,9 @@
 namespace shardproof {
 namespace {
 
+using testing::first_finding;
+using testing::parse;
+
 planner::PlanConfig tiny(int layers, int dp, int tp, int pp, int mb, bool adam = true) {
   planner::PlanConfig c = testing::transformer_config(layers, dp, tp, pp, mb);
   c.optimizer = adam ? "adam" : "sgd";
@@ -26,13 +29,6 @@ planner::PlanConfig tiny(int layers, int dp, int tp, int pp, int mb, bool adam =
 planner::PlanConfig compact(planner::PlanConfig c) {
   c.compact = true;
   return c;
-}
-
-Plan parse(const nlohmann::json& plan) {
-  ParseResult r = parse_plan_text(plan.dump(1), "plan.json", "");
-  EXPECT_FALSE(r.error) << r.error->to_string();
-  EXPECT_TRUE(r.io_error.empty()) << r.io_error;
-  return r.plan ? std::move(*r.plan) : Plan{};
 }
 
 void expect_same_plan(const std::string& model, const planner::PlanConfig& c) {
@@ -153,8 +149,8 @@ TEST(TransformerCompact, ExpansionIsTheV1PlanForMixedOptions) {
   };
   int compared = 0;
   for (int draw = 0; draw < 400 && compared < 40; ++draw) {
-    planner::PlanConfig c = tiny(1 + pick(5), 1 + pick(3), 1 + pick(2), 1 + pick(3),
-                                 1 + pick(4), pick(2) == 0);
+    planner::PlanConfig c =
+        tiny(1 + pick(5), 1 + pick(3), 1 + pick(2), 1 + pick(3), 1 + pick(4), pick(2) == 0);
     c.cp = pick(3) == 0 ? 2 : 1;
     c.sp = c.tp > 1 && pick(2) == 0;
     c.zero = pick(3);
@@ -183,14 +179,6 @@ TEST(TransformerCompact, SameVerdictAsV1) {
     EXPECT_EQ(b.verdict, Verdict::Equivalent) << testing::explain(b);
     EXPECT_EQ(a.findings.size(), b.findings.size());
   }
-}
-
-std::string first_finding(const Report& r) {
-  if (r.findings.empty()) return "(none)";
-  const Finding& f = r.findings.front();
-  // "stage 18: l1.pre[0:4, 0:8]": the number is the stage's position.
-  std::string region = f.stage.substr(f.stage.find(": ") + 2);
-  return f.kind + " | " + region + " | " + f.tensor;
 }
 
 std::vector<std::string> all_findings(const Report& r) {

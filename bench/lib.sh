@@ -1,0 +1,9 @@
+# Helpers the bench scripts share (sourced, not run).
+
+field() {  # report.json, dotted path
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."): d=d.get(k, "?") if isinstance(d, dict) else "?"
+print(d)' "$1" "$2"
+}
+
+now() { date +%s.%N; }
