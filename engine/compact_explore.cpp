@@ -200,6 +200,16 @@ struct Explorer::Impl {
     return dev;
   }
 
+  // Whether two patterns differ in a slot both write as digits ("l3" and
+  // "l7"): a fact of the plan, not of the anchor, so nothing is recorded.
+  static bool written_apart(const Pattern& a, const Pattern& b) {
+    for (size_t i = 0; i < a.slots.size() && i < b.slots.size(); ++i)
+      if (a.slots[i].is_constant() && b.slots[i].is_constant() &&
+          a.slots[i].constant != b.slots[i].constant)
+        return true;
+    return false;
+  }
+
   // The values of a pattern's slots at `c`; throws if it has no pattern.
   std::vector<int64_t> slots(const Template& t, const Coord& c) {
     const Pattern& p = pattern(t);
@@ -224,6 +234,7 @@ struct Explorer::Impl {
       for (const Ref& r : it->second) {
         const Program& p = g.programs[r.program];
         const TensorTemplate& t = p.tensors[r.element];
+        if (written_apart(pattern(ref), pattern(t.name))) continue;
         if (std::optional<Coord> c = solve(pattern(t.name), t.per_mb, p.on, t.when, v, dev, name)) {
           if (found)
             throw ExploreError{"tensor \"" + name + "\" (at " + where(*c, t.per_mb) +
@@ -249,6 +260,7 @@ struct Explorer::Impl {
     for (const Ref& o : it->second) {
       const Program& p = g.programs[o.program];
       const OpTemplate& op = p.ops[o.element];
+      if (written_apart(pattern(t.name), pattern(op.out[o.slot]))) continue;
       const std::string name = t.name.eval(c);
       std::optional<Coord> at;
       if (op.kind == Kind::Send) {
@@ -384,6 +396,7 @@ struct Explorer::Impl {
       const TensorTemplate& t = g.programs[u.program].tensors[u.element];
       const Lineage& ul = *t.of;
       if (ul.has_part != lin.has_part) continue;
+      if (written_apart(pattern(lin.tensor), pattern(ul.tensor))) continue;
       if (ul.has_slice != lin.has_slice || ul.slice.size() != lin.slice.size())
         throw ExploreError{
             "claims of one logical tensor written with and without a slice (or with "
