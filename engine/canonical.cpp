@@ -57,7 +57,10 @@ std::string canonical_bytes(const Stage& stage, bool with_full_size) {
   for (const StageTensor& t : stage.tensors) {
     w.number(t.parallel ? 1 : 0);
     w.numbers(t.shape);
-    if (with_full_size) w.numbers(t.full_shape);
+    // Full sizes are in the verdict too: a mean divides by its full-size
+    // count (OpCall::full_in_shapes), so two stages reduced alike but cut
+    // from lines of different lengths can get different verdicts.
+    w.numbers(t.full_shape);
     w.text(dtype_name(t.dtype));
     w.number(t.free ? 1 : 0);
     w.number(t.logical_input ? 1 : 0);

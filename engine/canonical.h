@@ -16,9 +16,9 @@ namespace shardproof {
 // a way that could change a verdict. Part of every stage key.
 constexpr int kEngineVersion = 1;
 
-// `with_full_size` false leaves out what only reports read (full shapes,
-// full positions, full value-map bounds): what is left is all a verdict
-// depends on.
+// `with_full_size` false leaves out what only reports read (full positions,
+// full value-map bounds): what is left is all a verdict depends on. Full
+// shapes stay: a mean's divisor is its full-size count.
 std::string canonical_bytes(const Stage& stage, bool with_full_size = true);
 
 // A hash of canonical_bytes(stage, false): two stages with equal verdict keys

@@ -3,6 +3,7 @@
 // next to its correct twin that must stay equivalent.
 #include <gtest/gtest.h>
 
+#include "tests/graph_text.h"
 #include "tests/position_plans.h"
 #include "tests/test_support.h"
 
@@ -90,6 +91,45 @@ TEST(Soundness, MeanUsesFullCount) {
   Report bad = verify_json(column_split_reduction("mean", "sum", "sum", "1/4"), "mean-bad");
   ASSERT_EQ(bad.verdict, Verdict::NotEquivalent) << explain(bad);
   EXPECT_EQ(bad.findings[0].tensor, "y");
+}
+
+// The mean of a row of `cols` written as a local sum scaled by `factor`.
+// At 8 and 16 columns the stage reduces to the same 2-column stage; only the
+// full-size count tells them apart.
+json mean_as_scaled_sum(int64_t cols, const std::string& factor) {
+  json logical = {{"tensors", {{"x", tensor({cols})}, {"y", tensor(json::array())}}},
+                  {"inputs", {"x"}},
+                  {"ops", {op("mean", "mean", {"x"}, {"y"})}},
+                  {"outputs", {"y"}}};
+  json parallel = {{"world", 1},
+                   {"tensors",
+                    {{"r.x", ptensor({cols}, 0, {{"tensor", "x"}})},
+                     {"r.s", ptensor(json::array(), 0)},
+                     {"r.y", ptensor(json::array(), 0, {{"tensor", "y"}})}}},
+                   {"inputs", {"r.x"}},
+                   {"ops",
+                    {op("sum", "sum", {"r.x"}, {"r.s"}),
+                     op("scale", "scale", {"r.s"}, {"r.y"}, {{"factor", factor}})}},
+                   {"outputs", {"r.y"}}};
+  return plan(logical, parallel);
+}
+
+// The class verifier accepts a box when its corners' stages have equal
+// verdict keys, and the engine may decide a stage from another with its
+// verdict key: the key must cover the full-size count a mean divides by.
+TEST(Soundness, VerdictKeysCoverTheMeansFullCount) {
+  auto key = [](const json& p, Verdict expected) {
+    StageRecord record;
+    Report r = verify_plan(testing::parse(p), VerifyOptions{}, record);
+    EXPECT_EQ(r.verdict, expected) << explain(r);
+    return record.verdict_keys.empty() ? std::string() : record.verdict_keys.back();
+  };
+  const std::string right = key(mean_as_scaled_sum(8, "1/8"), Verdict::Equivalent);
+  const std::string wrong = key(mean_as_scaled_sum(16, "1/8"), Verdict::NotEquivalent);
+  EXPECT_FALSE(right.empty());
+  EXPECT_NE(right, wrong);
+  // Same full sizes, same reduced stage: one key (the key is not a stage id).
+  EXPECT_EQ(wrong, key(mean_as_scaled_sum(16, "1/8"), Verdict::NotEquivalent));
 }
 
 // Causal mask over 8 rows split over 2 ranks; rank 1 must offset its local
