@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
 
 namespace shardproof::compact {
 namespace {
@@ -89,9 +90,65 @@ struct Explorer::Impl {
 
   // The walk in progress.
   Selection* sel = nullptr;
+  Selection* checked_sel = nullptr;
   uint64_t hash = 0;
   int64_t count = 0;
-  std::unordered_set<uint64_t> seen_tensors, seen_ops;
+
+  // The walk behind an instance (a tensor to its producer, an op to its
+  // operands) depends on that instance alone, so its record is kept as one
+  // hash per instance, across anchors: a node's hash covers its own
+  // decisions and its children's hashes in order (a Merkle hash of the
+  // unfolded walk), and every anchor that reaches the instance mixes it in
+  // without walking again. Equal hashes still mean equal decisions.
+  struct NodeKey {
+    uint32_t program, element;
+    int64_t packed;
+    int kind;  // Node
+    bool operator==(const NodeKey& o) const {
+      return program == o.program && element == o.element && packed == o.packed && kind == o.kind;
+    }
+  };
+  struct NodeKeyHash {
+    size_t operator()(const NodeKey& k) const {
+      uint64_t h = (static_cast<uint64_t>(k.program) << 40) ^
+                   (static_cast<uint64_t>(k.element) << 8) ^ static_cast<uint64_t>(k.kind);
+      return static_cast<size_t>((h ^ static_cast<uint64_t>(k.packed) * 0x9e3779b97f4a7c15ull) *
+                                 0xff51afd7ed558ccdull);
+    }
+  };
+  enum Node { kTensorWalk, kSeedWalk, kOpWalk, kShallowOp };
+  // Sentinel for a node being walked: reaching it again closes a cycle,
+  // which the expansion's own validation reports.
+  static constexpr uint64_t kInProgress = 0x6379636c65ull;
+  std::unordered_map<NodeKey, uint64_t, NodeKeyHash> nodes;
+
+  // Runs `walk` as node `key` (once per instance), mixing its hash into the
+  // record of the walk in progress.
+  template <class Walk>
+  void node(const NodeKey& key, Walk walk) {
+    auto [it, fresh] = nodes.try_emplace(key, kInProgress);
+    if (!fresh) {
+      mix(it->second);
+      return;
+    }
+    const uint64_t outer_hash = hash;
+    const int64_t outer_count = count;
+    hash = 0x6e6f6465ull ^ static_cast<uint64_t>(key.kind);
+    walk();
+    const uint64_t mine = hash;
+    hash = outer_hash;
+    count = outer_count;
+    nodes[key] = mine;
+    mix(mine);
+  }
+
+  // Claim groups by seed instance: the members and the hash of the search.
+  struct Group {
+    std::vector<std::pair<Ref, Coord>> members;
+    uint64_t hash;
+  };
+  std::unordered_map<NodeKey, Group, NodeKeyHash> groups;
+  std::unordered_set<NodeKey, NodeKeyHash> shallow_done;  // ops read for their own rules
 
   explicit Impl(const CompactGraph& graph) : g(graph), m(graph.mesh) {
     for (uint32_t p = 0; p < g.programs.size(); ++p) {
@@ -159,10 +216,6 @@ struct Explorer::Impl {
 
   // ---- keys ---------------------------------------------------------------
   int64_t pack(const Coord& c) const { return m.rank(c) * m.mb + c[kMbAxis]; }
-  static uint64_t seen_key(uint32_t p, uint32_t e, int64_t packed) {
-    return (static_cast<uint64_t>(p) << 52) ^ (static_cast<uint64_t>(e) << 32) ^
-           static_cast<uint64_t>(packed) * 0x9e3779b97f4a7c15ull;
-  }
   std::string where(const Coord& c, bool per_mb) const { return m.describe(c, per_mb); }
 
   // ---- matching a name to a template --------------------------------------
@@ -296,11 +349,12 @@ struct Explorer::Impl {
     sel->tensors[r.program][r.element].insert(key);
     record_claim(t, c);
     if (t.input || (t.of && !seed)) return;
-    if (!seen_tensors.insert(seen_key(r.program, r.element, key)).second) return;
-    std::optional<std::pair<Ref, Coord>> p = producer(r, c);
-    if (!p)
-      throw ExploreError{"tensor \"" + t.name.eval(c) + "\" has no lineage and no op writes it"};
-    op(p->first, p->second);
+    node({r.program, r.element, key, seed ? kSeedWalk : kTensorWalk}, [&] {
+      std::optional<std::pair<Ref, Coord>> p = producer(r, c);
+      if (!p)
+        throw ExploreError{"tensor \"" + t.name.eval(c) + "\" has no lineage and no op writes it"};
+      op(p->first, p->second);
+    });
   }
 
   void op(const Ref& r, const Coord& at) {
@@ -309,7 +363,10 @@ struct Explorer::Impl {
     for (int axis : o.group) lead[axis] = 0;
     if (!o.per_mb) lead[kMbAxis] = 0;
     const int64_t key = pack(lead);
-    if (!seen_ops.insert(seen_key(r.program, r.element, key)).second) return;
+    node({r.program, r.element, key, kOpWalk}, [&] { op_walk(r, o, at, lead, key); });
+  }
+
+  void op_walk(const Ref& r, const OpTemplate& o, const Coord& at, const Coord& lead, int64_t key) {
     sel->ops[r.program][r.element].insert(key);
     for (const AttrTemplate& a : o.attrs)
       if (a.expr) value(a.expr->eval(at));
@@ -387,6 +444,24 @@ struct Explorer::Impl {
     }
   }
 
+  // The claim group of the seed instance, searched once per instance; its
+  // search's record is mixed into the walk in progress.
+  const std::vector<std::pair<Ref, Coord>>& group_of(const Ref& seed, const Coord& c) {
+    const NodeKey key{seed.program, seed.element, pack(c), kSeedWalk};
+    auto it = groups.find(key);
+    if (it == groups.end()) {
+      const uint64_t outer_hash = hash;
+      const int64_t outer_count = count;
+      hash = 0x67726f7570ull;
+      std::vector<std::pair<Ref, Coord>> members = group(seed, c);
+      it = groups.emplace(key, Group{std::move(members), hash}).first;
+      hash = outer_hash;
+      count = outer_count;
+    }
+    mix(it->second.hash);
+    return it->second.members;
+  }
+
   std::vector<std::pair<Ref, Coord>> group(const Ref& seed, const Coord& c) {
     const TensorTemplate& s = g.programs[seed.program].tensors[seed.element];
     const Lineage& lin = *s.of;
@@ -430,6 +505,7 @@ struct Explorer::Impl {
     const OpTemplate& o = g.programs[r.program].ops[r.element];
     Coord lead = at;
     for (int axis : o.group) lead[axis] = 0;
+    if (!shallow_done.insert(NodeKey{r.program, r.element, pack(lead), kShallowOp}).second) return;
     into.ops[r.program][r.element].insert(pack(lead));
     int64_t n = 1;
     for (int axis : o.group) n *= m.size(axis);
@@ -451,11 +527,14 @@ struct Explorer::Impl {
   }
 
   AnchorRecord explore(const Coord& anchor, Selection& selection, Selection& checked) {
+    // What an instance's walk added is not added again: one pair of
+    // selections for the explorer's life.
+    if ((sel && sel != &selection) || (checked_sel && checked_sel != &checked))
+      throw std::logic_error("Explorer::explore: another selection than before");
+    checked_sel = &checked;
     sel = &selection;
     hash = 0;
     count = 0;
-    seen_tensors.clear();
-    seen_ops.clear();
     AnchorRecord rec;
     for (uint32_t p = 0; p < g.programs.size(); ++p) {
       const Program& prog = g.programs[p];
@@ -467,7 +546,7 @@ struct Explorer::Impl {
         if (!holds(prog.on, c) || !holds(t.when, c)) continue;
         rec.seeds.push_back({p, e, c});
         const Ref self{p, e, 0};
-        std::vector<std::pair<Ref, Coord>> members = group(self, c);
+        const std::vector<std::pair<Ref, Coord>>& members = group_of(self, c);
         bool has_self = false;
         for (const auto& [r, mc] : members)
           has_self |= r.program == p && r.element == e && pack(mc) == pack(c);

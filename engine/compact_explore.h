@@ -10,7 +10,8 @@
 // coordinate in range, a sibling's equation) is the sign of an affine function
 // of the anchor, and every value it copies from the plan into a name of the
 // logical graph or an attribute is an affine function of the anchor. The walk
-// *records* those signs and values (hashed, in order). Two anchors with equal
+// *records* those signs and values (hashed, in order; the walk behind each
+// instance as one hash of its own, computed once). Two anchors with equal
 // records walk alike; the class verifier relies on that (docs/soundness.md,
 // "Coordinate classes").
 #pragma once
@@ -65,7 +66,9 @@ class Explorer {
   // Walks everything the claims of `anchor`'s instances need; adds it to
   // `selection`. Adds every op instance the anchor runs (claimed or not) and
   // the tensors it names to `checked`, for the ops' own rules. Throws
-  // ExploreError.
+  // ExploreError. An instance's walk is done once for all anchors (its
+  // record is kept as a hash), so every call must pass the same two
+  // selections.
   AnchorRecord explore(const Coord& anchor, Selection& selection, Selection& checked);
 
   int64_t pack(const Coord& c) const;

@@ -109,7 +109,8 @@ class StageRun {
         sources_(stages.size()),
         shared_(stages.size()),
         reduction_done_(stages.size(), 0),
-        reused_(stages.size(), 0) {
+        reused_(stages.size(), 0),
+        leader_(stages.size(), kNoLeader) {
     for (size_t i = 0; i < reuse.size(); ++i) {
       if (!reuse[i]) continue;
       ids_[i] = std::move(reuse[i]->id);
@@ -157,7 +158,24 @@ class StageRun {
     report.stats.unique_stages = static_cast<int64_t>(first_with_key.size());
     auto keyed = Clock::now();
     report.stats.phases.key = std::chrono::duration<double>(keyed - start).count();
-    parallel_for(options_.jobs, unique.size(), [&](size_t u) { decide_safely(unique[u]); });
+    // Distinct stages that reduce to one stage (the same layer at other
+    // mesh coordinates: only full positions differ) share a verdict key and
+    // so a verdict: one of them, the leader, is decided first; the others
+    // take its outcome (through the store like any decision, so a later run
+    // finds them there).
+    std::map<std::string, size_t> leader_of;
+    std::vector<size_t> leaders, followers;
+    for (size_t i : unique) {
+      auto [it, first] = leader_of.emplace(ids_[i].verdict, i);
+      if (first || ids_[i].verdict.empty()) {
+        leaders.push_back(i);
+      } else {
+        followers.push_back(i);
+        leader_[i] = it->second;
+      }
+    }
+    parallel_for(options_.jobs, leaders.size(), [&](size_t u) { decide_safely(leaders[u]); });
+    parallel_for(options_.jobs, followers.size(), [&](size_t f) { decide_safely(followers[f]); });
     // A duplicate of a proven stage is proven; a duplicate of a refuted one
     // gets its findings by position, in its own names; any other duplicate
     // is solved on its own.
@@ -251,6 +269,7 @@ class StageRun {
   }
 
   StageOutcome solve(size_t i) {
+    if (std::optional<StageOutcome> copy = leaders_outcome(i)) return std::move(*copy);
     ensure_reduced(i);
     struct Solving {
       std::atomic<int64_t>& count;
@@ -259,6 +278,22 @@ class StageRun {
     } solving(solving_);
     auto prove = [&] { return prove_stage(stages_[i], prover_); };
     return options_.executor ? options_.executor(prove) : prove();
+  }
+
+  // A follower's outcome from its leader (same verdict key): proven, or
+  // refuted with the leader's findings by position in the follower's own
+  // names and full positions. Nothing when the leader is neither.
+  std::optional<StageOutcome> leaders_outcome(size_t i) {
+    if (leader_[i] == kNoLeader) return std::nullopt;
+    const size_t leader = leader_[i];
+    if (outcomes_[leader].status == StageStatus::Proven) {
+      StageOutcome o;
+      o.status = StageStatus::Proven;
+      return o;
+    }
+    if (!shared_[leader]) return std::nullopt;
+    ensure_reduced(i);
+    return decode_outcome(stages_[i], *shared_[leader]);
   }
 
   void record(size_t i, StageOutcome o, Source source) {
@@ -313,6 +348,8 @@ class StageRun {
   // size and is not retried). One byte per stage: written by one thread each.
   std::vector<char> reduction_done_;
   std::vector<char> reused_;  // 1: decided by an earlier run
+  static constexpr size_t kNoLeader = static_cast<size_t>(-1);
+  std::vector<size_t> leader_;  // a follower's leader (same verdict key), or kNoLeader
   std::atomic<int64_t> solving_{0};
   std::mutex progress_mutex_;
   int64_t done_ = 0, cached_ = 0;

@@ -113,8 +113,11 @@ TEST_F(DaemonTest, SecondVerifySolvesNothingAndAnswersTheSame) {
   ASSERT_EQ(cold.code, 1) << cold.out << cold.err;
   json first = cold.report();
   EXPECT_EQ(first["stats"]["cached"], 0);
+  // Each distinct stage at most once (stages with one verdict key, e.g. one
+  // layer on both dp ranks, share a proof).
   int64_t proved = status()["stages_proved"].get<int64_t>();
-  EXPECT_EQ(proved, first["stats"]["unique_stages"].get<int64_t>()) << "each distinct stage once";
+  EXPECT_GT(proved, 0);
+  EXPECT_LE(proved, first["stats"]["unique_stages"].get<int64_t>()) << "each distinct stage once";
 
   CliRun warm = verify(p);
   ASSERT_EQ(warm.code, 1) << warm.err;
@@ -226,6 +229,13 @@ TEST_F(DaemonTest, AnEditedPlanReusesTheStagesItsEditDoesNotReach) {
 
 TEST_F(DaemonTest, TwoClientsAtOnceSolveEachStageOnce) {
   fs::path p = plan("big.json", "mlp --layers 16 --dp 2 --tp 2 --pp 2 --microbatches 2");
+  // How many proofs one client needs, in a fresh cache.
+  ASSERT_EQ(run("daemon start").code, 0);
+  const fs::path cache = fs::path(status()["cache"].get<std::string>()).parent_path();
+  ASSERT_EQ(verify(p).code, 0);
+  const json alone = status()["stages_proved"];
+  ASSERT_EQ(run("daemon stop").code, 0);
+  fs::remove_all(cache);
   ASSERT_EQ(run("daemon start").code, 0);
   CliRun a, b;
   std::thread ta([&] { a = verify(p); });
@@ -237,7 +247,7 @@ TEST_F(DaemonTest, TwoClientsAtOnceSolveEachStageOnce) {
   json ra = a.report(), rb = b.report();
   EXPECT_EQ(without_stats(ra), without_stats(rb));
   json s = status();
-  EXPECT_EQ(s["stages_proved"], ra["stats"]["unique_stages"]) << s.dump(1);
+  EXPECT_EQ(s["stages_proved"], alone) << s.dump(1);
   EXPECT_EQ(s["verifies"], 2);
 }
 
