@@ -150,6 +150,8 @@ class ClassRun {
                      "round %d: %zu anchors, %zu ops, %zu tensors, %zu stages, explore %.2f s\n",
                      round, records_.size(), selection_.op_count(), tensors, record_.units.size(),
                      explore_seconds_);
+        std::set<std::string> verdicts(record_.verdict_keys.begin(), record_.verdict_keys.end());
+        std::fprintf(stderr, "  %zu distinct verdict keys\n", verdicts.size());
         std::map<std::string, int> titles;
         for (const StageUnit& u : record_.units) titles[sub_.logical.tensors[u.logical].name]++;
         for (const auto& [t, n] : titles) std::fprintf(stderr, "  %s %d\n", t.c_str(), n);

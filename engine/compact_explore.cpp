@@ -23,6 +23,7 @@ struct Pattern {
   bool ok = true;
   std::string skeleton;
   std::vector<Affine> slots;
+  std::vector<char> written;  // slot i is a constant (digits, or a constant hole)
 };
 
 Pattern pattern_of(const Template& t) {
@@ -43,11 +44,13 @@ Pattern pattern_of(const Template& t) {
       }
       p.skeleton += '#';
       p.slots.push_back(a);
+      p.written.push_back(1);
     }
     if (i < t.exprs.size()) {
       if (!p.skeleton.empty() && p.skeleton.back() == '#') p.ok = false;  // after digits
       p.skeleton += '#';
       p.slots.push_back(t.exprs[i]);
+      p.written.push_back(t.exprs[i].is_constant() ? 1 : 0);
     }
   }
   return p;
@@ -55,6 +58,7 @@ Pattern pattern_of(const Template& t) {
 
 struct Ref {
   uint32_t program, element, slot;
+  const Pattern* pattern = nullptr;  // of the name it is indexed by
 };
 
 }  // namespace
@@ -155,14 +159,15 @@ struct Explorer::Impl {
       const Program& prog = g.programs[p];
       for (uint32_t t = 0; t < prog.tensors.size(); ++t) {
         const TensorTemplate& tt = prog.tensors[t];
-        if (const Pattern& n = pattern(tt.name); n.ok) decls[n.skeleton].push_back({p, t, 0});
+        if (const Pattern& n = pattern(tt.name); n.ok) decls[n.skeleton].push_back({p, t, 0, &n});
         if (tt.of && !tt.input && pattern(tt.of->tensor).ok)
-          claims[pattern(tt.of->tensor).skeleton].push_back({p, t, 0});
+          claims[pattern(tt.of->tensor).skeleton].push_back(
+              {p, t, 0, &pattern(tt.of->tensor)});
       }
       for (uint32_t o = 0; o < prog.ops.size(); ++o)
         for (uint32_t s = 0; s < prog.ops[o].out.size(); ++s)
           if (const Pattern& n = pattern(prog.ops[o].out[s]); n.ok)
-            producers[n.skeleton].push_back({p, o, s});
+            producers[n.skeleton].push_back({p, o, s, &n});
     }
   }
 
@@ -222,9 +227,10 @@ struct Explorer::Impl {
   // The coordinate at which `target` (its device part fixed by `dev`) gives
   // the hole values `v`, or nothing. The micro-batch is solved from a hole
   // with coefficient +-1 on mb, or from an equality of the domain.
+  template <class What>
   std::optional<Coord> solve(const Pattern& target, bool per_mb, const Condition& on,
                              const Condition& when, const std::vector<int64_t>& v, Coord dev,
-                             const std::string& what) {
+                             What what) {
     dev[kMbAxis] = 0;
     if (per_mb) {
       bool solved = false;
@@ -243,7 +249,7 @@ struct Explorer::Impl {
           solved = true;
         }
       if (!solved)
-        throw ExploreError{what +
+        throw ExploreError{what() +
                            ": a per-micro-batch name the class verifier cannot solve for mb (it "
                            "needs a hole mb + c, or an equality on mb)"};
     }
@@ -257,9 +263,7 @@ struct Explorer::Impl {
   // "l7"): a fact of the plan, not of the anchor, so nothing is recorded.
   static bool written_apart(const Pattern& a, const Pattern& b) {
     for (size_t i = 0; i < a.slots.size() && i < b.slots.size(); ++i)
-      if (a.slots[i].is_constant() && b.slots[i].is_constant() &&
-          a.slots[i].constant != b.slots[i].constant)
-        return true;
+      if (a.written[i] && b.written[i] && a.slots[i].constant != b.slots[i].constant) return true;
     return false;
   }
 
@@ -279,24 +283,25 @@ struct Explorer::Impl {
   // The tensor instance that `ref`, evaluated at `at`, names on the device
   // `dev`.
   std::pair<Ref, Coord> declaration(const Template& ref, const Coord& at, const Coord& dev) {
-    const std::string name = ref.eval(at);
+    auto name = [&] { return ref.eval(at); };
     const std::vector<int64_t> v = slots(ref, at);
-    auto it = decls.find(pattern(ref).skeleton);
+    const Pattern& rp = pattern(ref);
+    auto it = decls.find(rp.skeleton);
     std::optional<std::pair<Ref, Coord>> found;
     if (it != decls.end())
       for (const Ref& r : it->second) {
+        if (written_apart(rp, *r.pattern)) continue;
         const Program& p = g.programs[r.program];
         const TensorTemplate& t = p.tensors[r.element];
-        if (written_apart(pattern(ref), pattern(t.name))) continue;
-        if (std::optional<Coord> c = solve(pattern(t.name), t.per_mb, p.on, t.when, v, dev, name)) {
+        if (std::optional<Coord> c = solve(*r.pattern, t.per_mb, p.on, t.when, v, dev, name)) {
           if (found)
-            throw ExploreError{"tensor \"" + name + "\" (at " + where(*c, t.per_mb) +
+            throw ExploreError{"tensor \"" + name() + "\" (at " + where(*c, t.per_mb) +
                                ") is declared by two templates"};
           found = std::make_pair(r, *c);
         }
       }
     if (!found)
-      throw ExploreError{"tensor \"" + name + "\" on device (" + where(dev, false) +
+      throw ExploreError{"tensor \"" + name() + "\" on device (" + where(dev, false) +
                          ") matches no tensor template the class verifier can relate to it "
                          "(undeclared, or declared with a different literal text)"};
     return *found;
@@ -307,28 +312,29 @@ struct Explorer::Impl {
   std::optional<std::pair<Ref, Coord>> producer(const Ref& r, const Coord& c) {
     const TensorTemplate& t = g.programs[r.program].tensors[r.element];
     const std::vector<int64_t> v = slots(t.name, c);
-    auto it = producers.find(pattern(t.name).skeleton);
+    const Pattern& tp = pattern(t.name);
+    auto it = producers.find(tp.skeleton);
     if (it == producers.end()) return std::nullopt;
     std::optional<std::pair<Ref, Coord>> found;
+    auto name = [&] { return t.name.eval(c); };
     for (const Ref& o : it->second) {
+      if (written_apart(tp, *o.pattern)) continue;
       const Program& p = g.programs[o.program];
       const OpTemplate& op = p.ops[o.element];
-      if (written_apart(pattern(t.name), pattern(op.out[o.slot]))) continue;
-      const std::string name = t.name.eval(c);
       std::optional<Coord> at;
       if (op.kind == Kind::Send) {
         // A send's out is named at the receiver: solve there, then step back.
         static const Condition always;
-        at = solve(pattern(op.out[o.slot]), op.per_mb, always, always, v, c, name);
+        at = solve(*o.pattern, op.per_mb, always, always, v, c, name);
         if (at) {
           for (int axis : m.axes) (*at)[axis] -= op.to[axis];
           if (!in_mesh(*at, op.per_mb) || !holds(p.on, *at) || !holds(op.when, *at)) at.reset();
         }
       } else {
-        at = solve(pattern(op.out[o.slot]), op.per_mb, p.on, op.when, v, c, name);
+        at = solve(*o.pattern, op.per_mb, p.on, op.when, v, c, name);
       }
       if (at) {
-        if (found) throw ExploreError{"tensor \"" + name + "\" is written by two op templates"};
+        if (found) throw ExploreError{"tensor \"" + name() + "\" is written by two op templates"};
         found = std::make_pair(o, *at);
       }
     }
@@ -467,17 +473,18 @@ struct Explorer::Impl {
     const Lineage& lin = *s.of;
     std::vector<std::pair<Ref, Coord>> members;
     const std::vector<int64_t> tv = slots(lin.tensor, c);
-    for (const Ref& u : claims[pattern(lin.tensor).skeleton]) {
+    const Pattern& lp = pattern(lin.tensor);
+    for (const Ref& u : claims[lp.skeleton]) {
+      if (written_apart(lp, *u.pattern)) continue;
       const TensorTemplate& t = g.programs[u.program].tensors[u.element];
       const Lineage& ul = *t.of;
       if (ul.has_part != lin.has_part) continue;
-      if (written_apart(pattern(lin.tensor), pattern(ul.tensor))) continue;
       if (ul.has_slice != lin.has_slice || ul.slice.size() != lin.slice.size())
         throw ExploreError{
             "claims of one logical tensor written with and without a slice (or with "
             "different ranks); the class verifier needs one form"};
       std::vector<Equation> eqs;
-      const Pattern& up = pattern(ul.tensor);
+      const Pattern& up = *u.pattern;
       for (size_t i = 0; i < up.slots.size(); ++i) eqs.push_back({up.slots[i], tv[i]});
       for (size_t d = 0; d < ul.slice.size(); ++d) {
         eqs.push_back({ul.slice[d].first, lin.slice[d].first.eval(c)});
@@ -497,6 +504,68 @@ struct Explorer::Impl {
       search(u, eqs, axes, 0, c, Coord{}, members);
     }
     return members;
+  }
+
+  // ---- the axes an op's own rules can depend on ---------------------------
+  // A slot that is the device's own coordinate on one axis ("dp{dp}") names
+  // the same tensor on every device along it; any other use of an axis (a
+  // condition, an attribute, a send's offset, a slot such as mb-1, a
+  // lineage slice of a tensor the op names, or a candidate declaration that
+  // does not use the axis the same way) can make instances along it differ.
+  static int self_axis(const Affine& a) {
+    const AxisMask mask = a.mask();
+    if (a.constant != 0 || mask == 0 || (mask & (mask - 1)) != 0) return -1;
+    const int axis = __builtin_ctz(mask);
+    return a.coef[axis] == 1 ? axis : -1;
+  }
+  static AxisMask lineage_mask(const TensorTemplate& t) {
+    AxisMask m = t.when.mask();
+    if (t.of) {
+      m |= t.of->tensor.mask() | t.of->part_k.mask() | t.of->part_n.mask();
+      for (const auto& [lo, hi] : t.of->slice) m |= lo.mask() | hi.mask();
+    }
+    return m;
+  }
+  AxisMask name_mask(const Template& ref) {
+    const Pattern& rp = pattern(ref);
+    if (!rp.ok) return ~AxisMask{0};
+    AxisMask m = 0;
+    for (const Affine& slot : rp.slots)
+      if (self_axis(slot) < 0) m |= slot.mask();
+    auto it = decls.find(rp.skeleton);
+    if (it == decls.end()) return m;
+    for (const Ref& r : it->second) {
+      if (written_apart(rp, *r.pattern)) continue;
+      const TensorTemplate& t = g.programs[r.program].tensors[r.element];
+      m |= g.programs[r.program].on.mask() | lineage_mask(t);
+      for (size_t i = 0; i < r.pattern->slots.size() && i < rp.slots.size(); ++i) {
+        const int mine = self_axis(rp.slots[i]), theirs = self_axis(r.pattern->slots[i]);
+        if (mine != theirs) m |= rp.slots[i].mask() | r.pattern->slots[i].mask();
+        else if (theirs < 0) m |= r.pattern->slots[i].mask();
+      }
+    }
+    return m;
+  }
+  std::unordered_map<const OpTemplate*, AxisMask> rule_axes;
+  AxisMask op_rule_axes(const Program& p, const OpTemplate& o) {
+    auto it = rule_axes.find(&o);
+    if (it != rule_axes.end()) return it->second;
+    AxisMask m = p.on.mask() | o.when.mask();
+    if (o.name) {
+      const Pattern& np = pattern(*o.name);
+      if (!np.ok) m |= o.name->mask();
+      for (const Affine& slot : np.slots)
+        if (self_axis(slot) < 0) m |= slot.mask();
+    }
+    for (const AttrTemplate& a : o.attrs)
+      if (a.expr) m |= a.expr->mask();
+    for (int axis = 0; axis < kAxisCount; ++axis)
+      if (o.to[axis] != 0) m |= AxisMask{1} << axis;
+    for (const Template& t : o.in) m |= name_mask(t);
+    for (const Template& t : o.out) m |= name_mask(t);
+    for (int axis : o.group) m &= ~(AxisMask{1} << axis);  // instances sit at the lead
+    rule_axes.emplace(&o, m);
+    return m;
   }
 
   // Adds op instance (r, at) and the tensors it names to `into`, without
@@ -565,6 +634,10 @@ struct Explorer::Impl {
         const OpTemplate& o = prog.ops[e];
         Coord c = anchor;
         if (!o.per_mb) c[kMbAxis] = 0;
+        // Along an axis its rules do not depend on, the op is read at 0 only.
+        const AxisMask relevant = op_rule_axes(prog, o);
+        for (int axis = 0; axis < kAxisCount; ++axis)
+          if (!(relevant & (AxisMask{1} << axis))) c[axis] = 0;
         if (o.kind == Kind::Send) {
           Coord dst = c;
           for (int axis : m.axes) dst[axis] += o.to[axis];
