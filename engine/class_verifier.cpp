@@ -10,6 +10,8 @@
 #include "engine/compact_expand.h"
 #include "engine/compact_explore.h"
 #include "engine/compact_rules.h"
+#include "engine/stage_memo.h"
+#include "engine/stage_store.h"
 
 namespace shardproof {
 namespace {
@@ -119,54 +121,80 @@ std::string class_text(const std::vector<AxisClasses>& axes, const std::vector<R
   return s;
 }
 
+// The pp axis (index in kAxisNames): anchors are verified one pipeline
+// stage at a time.
+constexpr int kPpAxis = 1;
+static_assert(kAxisNames[kPpAxis] == "pp");
+
+// What one batch of anchors (one pipeline stage) explores: freed with it.
+struct Batch {
+  Explorer explorer;
+  Selection selection, checked;  // checked: every op at every corner, for the ops' own rules
+  explicit Batch(const CompactGraph& g) : explorer(g), selection(g), checked(g) {}
+};
+
+// Corners are explored and verified one pipeline stage at a time (one batch
+// per value of pp on the grid; a single batch without pp): a batch's
+// expansion, plan and stages are freed before the next, so memory follows
+// the largest pipeline stage, not the plan.
 class ClassRun {
  public:
   ClassRun(const Plan& plan, const VerifyOptions& options)
       : plan_(plan),
         g_(plan.compact->graph),
-        options_(options),
-        explorer_(g_),
-        selection_(g_),
-        checked_(g_),
+        options_(with_round_memory(options)),
         axes_(initial_classes(g_)) {}
 
   Report run() {
     for (int round = 0; round < kMaxRounds; ++round) {
-      if (std::optional<Report> r = explore_grid()) return *r;
+      std::vector<std::vector<int64_t>> lists = grid();
+      size_t count = 1;
+      for (const auto& l : lists) count *= l.size();
+      if (count > kMaxAnchors)
+        return unknown(std::to_string(count) + " corner coordinates to explore (limit " +
+                       std::to_string(kMaxAnchors) +
+                       "): the plan's conditions cut the mesh too finely");
+      const std::vector<std::vector<Coord>> batches = batches_of(lists);
+      explored_ = 0;
+      // 1. What every corner's walk decided (batches whose corners were all
+      // explored in an earlier round are known: a walk is deterministic).
+      for (const std::vector<Coord>& anchors : batches) {
+        bool known = true;
+        for (const Coord& c : anchors) known &= records_.count(pack(c)) > 0;
+        if (known) continue;
+        Batch b(g_);
+        if (std::optional<Report> r = explore(anchors, b, count)) return *r;
+      }
       std::vector<std::vector<Range>> split = disagreeing_boxes([&](const Coord& c) {
-        const AnchorRecord& r = records_.at(explorer_.pack(c));
+        const AnchorRecord& r = records_.at(pack(c));
         return std::to_string(r.decisions) + ":" + std::to_string(r.decision_count);
       });
       if (!split.empty()) {
         refine(split);
         continue;
       }
-      Report sub = verify_selection();
-      if (std::getenv("SHARDPROOF_DEBUG_CLASSES")) {
-        size_t tensors = 0;
-        for (const auto& p : selection_.tensors)
-          for (const auto& e : p) tensors += e.size();
-        std::fprintf(stderr,
-                     "round %d: %zu anchors, %zu ops, %zu tensors, %zu stages, explore %.2f s\n",
-                     round, records_.size(), selection_.op_count(), tensors, record_.units.size(),
-                     explore_seconds_);
-        std::set<std::string> verdicts(record_.verdict_keys.begin(), record_.verdict_keys.end());
-        std::fprintf(stderr, "  %zu distinct verdict keys\n", verdicts.size());
-        std::map<std::string, int> titles;
-        for (const StageUnit& u : record_.units) titles[sub_.logical.tensors[u.logical].name]++;
-        for (const auto& [t, n] : titles) std::fprintf(stderr, "  %s %d\n", t.c_str(), n);
+      // 2. The stages every corner's claims need, verified batch by batch.
+      Report all;
+      all.verdict = Verdict::Equivalent;
+      std::set<std::string> distinct;
+      explored_ = 0;
+      for (const std::vector<Coord>& anchors : batches) {
+        Batch b(g_);
+        if (std::optional<Report> r = explore(anchors, b, count)) return *r;
+        Report sub = verify_batch(anchors, b, round, distinct);
+        if (sub.verdict == Verdict::Invalid || sub.verdict == Verdict::InternalError) return sub;
+        merge(all, std::move(sub));
       }
-      if (sub.verdict == Verdict::Invalid || sub.verdict == Verdict::InternalError) return sub;
-      split = disagreeing_boxes([&](const Coord& c) { return stage_keys(c); });
+      split = disagreeing_boxes([&](const Coord& c) { return signatures_.at(pack(c)); });
       if (!split.empty()) {
         refine(split);
         continue;
       }
-      localise(sub);
-      sub.stats.class_anchors = static_cast<int64_t>(records_.size());
-      sub.stats.parallel_ops = op_instance_count(g_);
-      sub.stats.phases.cut += explore_seconds_;
-      return sub;
+      all.stats.unique_stages = static_cast<int64_t>(distinct.size());
+      all.stats.class_anchors = static_cast<int64_t>(records_.size());
+      all.stats.parallel_ops = op_instance_count(g_);
+      all.stats.phases.cut += explore_seconds_;
+      return all;
     }
     return unknown("the coordinate classes did not settle after " + std::to_string(kMaxRounds) +
                    " splits: instances inside a class still differ from its corners");
@@ -186,6 +214,8 @@ class ClassRun {
     return r;
   }
 
+  int64_t pack(const Coord& c) const { return g_.mesh.rank(c) * g_.mesh.mb + c[kMbAxis]; }
+
   std::vector<std::vector<int64_t>> grid() const {
     std::vector<std::vector<int64_t>> lists;
     for (const AxisClasses& a : axes_) {
@@ -196,30 +226,31 @@ class ClassRun {
     return lists;
   }
 
-  // Explores every corner not explored yet; a report if it cannot go on.
-  std::optional<Report> explore_grid() {
+  // The grid's points, one list per value of pp.
+  std::vector<std::vector<Coord>> batches_of(const std::vector<std::vector<int64_t>>& lists) const {
+    std::map<int64_t, std::vector<Coord>> by_pp;
+    each_point(axes_, lists, [&](const Coord& c) { by_pp[c[kPpAxis]].push_back(c); });
+    std::vector<std::vector<Coord>> out;
+    for (auto& [pp, anchors] : by_pp) out.push_back(std::move(anchors));
+    return out;
+  }
+
+  // Explores `anchors` into `b`, keeping their records; a report if the
+  // walk cannot go on.
+  std::optional<Report> explore(const std::vector<Coord>& anchors, Batch& b, size_t total) {
     auto start = Clock::now();
-    std::vector<std::vector<int64_t>> lists = grid();
-    size_t count = 1;
-    for (const auto& l : lists) count *= l.size();
-    if (count > kMaxAnchors)
-      return unknown(std::to_string(count) + " corner coordinates to explore (limit " +
-                     std::to_string(kMaxAnchors) +
-                     "): the plan's conditions cut the mesh too finely");
     try {
-      int64_t done = 0;
-      each_point(axes_, lists, [&](const Coord& c) {
-        const int64_t key = explorer_.pack(c);
-        if (!records_.count(key)) records_.emplace(key, explorer_.explore(c, selection_, checked_));
-        if (options_.progress && (++done % 16 == 0 || done == static_cast<int64_t>(count))) {
+      for (const Coord& c : anchors) {
+        records_[pack(c)] = b.explorer.explore(c, b.selection, b.checked);
+        if (options_.progress && (++explored_ % 16 == 0)) {
           VerifyProgress p;
-          p.done = done;
-          p.total = static_cast<int64_t>(count);
+          p.done = explored_;
+          p.total = static_cast<int64_t>(total);
           p.stage = "class corners";
           p.status = "exploring";
           options_.progress(p);
         }
-      });
+      }
     } catch (const ExploreError& e) {
       return unknown(e.message);
     }
@@ -268,12 +299,16 @@ class ClassRun {
         if (box[i].hi > box[i].lo) axes_[i].add(box[i].lo + (box[i].hi - box[i].lo) / 2);
   }
 
-  // Writes and verifies what the explorations selected.
-  Report verify_selection() {
+  // Writes and verifies what a batch selected; keeps each anchor's stage
+  // signature and names the coordinates of each finding.
+  Report verify_batch(const std::vector<Coord>& anchors, const Batch& b, int round,
+                      std::set<std::string>& distinct) {
+    Expansion expansion;
+    Plan sub;
     try {
-      check_selected(plan_, expand_selected(g_, checked_));
-      expansion_ = expand_selected(g_, selection_);
-      sub_ = read_selected(plan_, expansion_);
+      check_selected(plan_, expand_selected(g_, b.checked));
+      expansion = expand_selected(g_, b.selection);
+      sub = read_selected(plan_, expansion);
     } catch (const plan_detail::InvalidPlan& e) {
       Report r;
       r.plan_path = plan_.path;
@@ -282,38 +317,75 @@ class ClassRun {
       r.invalid = e.diag;
       return r;
     }
-    record_ = StageRecord{};
-    Report r = verify_plan(sub_, options_, record_);
-    unit_of_.assign(sub_.parallel.tensors.size(), -1);
-    for (size_t u = 0; u < record_.units.size(); ++u)
-      for (int t : record_.units[u].members) unit_of_[t] = static_cast<int>(u);
+    StageRecord record;
+    round_store_.take_hits();
+    Report r = verify_plan(sub, options_, record);
+    r.stats.cached -= round_store_.take_hits();  // decided in an earlier round
+    std::vector<int> unit_of(sub.parallel.tensors.size(), -1);
+    for (size_t u = 0; u < record.units.size(); ++u)
+      for (int t : record.units[u].members) unit_of[t] = static_cast<int>(u);
+    for (const Coord& c : anchors) signatures_[pack(c)] = stage_keys(c, sub, record, unit_of);
+    for (const std::optional<ReusedStage>& s : record.stages)
+      if (s) distinct.insert(s->id.key);
+    if (std::getenv("SHARDPROOF_DEBUG_CLASSES")) {
+      std::set<std::string> verdicts(record.verdict_keys.begin(), record.verdict_keys.end());
+      std::fprintf(stderr,
+                   "round %d, pp=%lld: %zu anchors, %zu ops, %zu stages, %zu distinct verdict "
+                   "keys, explore %.2f s\n",
+                   round, static_cast<long long>(anchors.front()[kPpAxis]), anchors.size(),
+                   b.selection.op_count(), record.units.size(), verdicts.size(),
+                   explore_seconds_);
+    }
+    localise(r, sub, expansion);
     return r;
   }
 
+  // Folds a batch's report into the run's.
+  static void merge(Report& all, Report sub) {
+    if (all.findings.empty() && all.stats.stages == 0) {
+      all.meta = sub.meta;
+      all.stats.logical_ops = sub.stats.logical_ops;
+    }
+    if (verdict_severity(sub.verdict) > verdict_severity(all.verdict)) all.verdict = sub.verdict;
+    for (Finding& f : sub.findings) all.findings.push_back(std::move(f));
+    Stats& a = all.stats;
+    const Stats& s = sub.stats;
+    a.stages += s.stages;
+    a.solved += s.solved;
+    a.cached += s.cached;
+    a.reused += s.reused;
+    a.proven_trivially += s.proven_trivially;
+    a.phases.parse += s.phases.parse;
+    a.phases.cut += s.phases.cut;
+    a.phases.key += s.phases.key;
+    a.phases.decide += s.phases.decide;
+  }
+
   // The verdict keys of the stages of `c`'s claims, in order.
-  std::string stage_keys(const Coord& c) const {
+  std::string stage_keys(const Coord& c, const Plan& sub, const StageRecord& record,
+                         const std::vector<int>& unit_of) const {
     std::string s;
-    for (const SeedClaim& seed : records_.at(explorer_.pack(c)).seeds) {
+    for (const SeedClaim& seed : records_.at(pack(c)).seeds) {
       const TensorTemplate& t = g_.programs[seed.program].tensors[seed.element];
-      const int index = sub_.parallel.find(t.name.eval(seed.c));
-      const int unit = index < 0 ? -1 : unit_of_[index];
+      const int index = sub.parallel.find(t.name.eval(seed.c));
+      const int unit = index < 0 ? -1 : unit_of[index];
       // A claim with no stage, or a stage with no key, matches nothing.
-      if (unit < 0 || record_.verdict_keys.size() <= static_cast<size_t>(unit) ||
-          record_.verdict_keys[unit].empty())
-        return "?" + std::to_string(explorer_.pack(c));
-      s += record_.verdict_keys[unit];
+      if (unit < 0 || record.verdict_keys.size() <= static_cast<size_t>(unit) ||
+          record.verdict_keys[unit].empty())
+        return "?" + std::to_string(pack(c));
+      s += record.verdict_keys[unit];
       s += ';';
     }
     return s;
   }
 
   // Says at which mesh coordinates (and in which class) each finding shows.
-  void localise(Report& r) const {
+  void localise(Report& r, const Plan& sub, const Expansion& expansion) const {
     for (Finding& f : r.findings) {
       for (const std::string& name : f.parallel_tensors) {
-        const int index = sub_.parallel.find(name);
+        const int index = sub.parallel.find(name);
         if (index < 0) continue;
-        const Origin& o = expansion_.tensors[index];
+        const Origin& o = expansion.tensors[index];
         Coord c{};
         for (int a = 0; a < kAxisCount; ++a) c[a] = o.c[a];
         std::vector<Range> box;
@@ -328,18 +400,23 @@ class ClassRun {
     }
   }
 
+  // A refinement round decides mostly the stages of the round before: keys
+  // and outcomes are kept across rounds unless the caller keeps them.
+  VerifyOptions with_round_memory(VerifyOptions o) {
+    if (!o.identity_memo) o.identity_memo = &identity_memo_;
+    if (!o.store) o.store = &round_store_;
+    return o;
+  }
+
+  StageIdentityMemo identity_memo_;
+  MemoryVerdictStore round_store_;
   const Plan& plan_;
   const CompactGraph& g_;
-  const VerifyOptions& options_;
-  Explorer explorer_;
-  Selection selection_;
-  Selection checked_;  // every op at every corner, for the ops' own rules
+  const VerifyOptions options_;
   std::vector<AxisClasses> axes_;
   std::unordered_map<int64_t, AnchorRecord> records_;
-  Expansion expansion_;
-  Plan sub_;
-  StageRecord record_;
-  std::vector<int> unit_of_;
+  std::unordered_map<int64_t, std::string> signatures_;  // verdict keys of each corner's claims
+  int64_t explored_ = 0;
   double explore_seconds_ = 0;
 };
 

@@ -3,9 +3,12 @@
 // proofs where the caller wants them, without the engine knowing either.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "engine/stage.h"
 #include "engine/stage_prover.h"
@@ -38,6 +41,23 @@ class StageVerdictStore {
   // nothing to keep (unknown, internal error, not encodable).
   virtual void finish(const StageIdentity& id, const std::optional<std::string>& outcome,
                       double solve_seconds) = 0;
+};
+
+// A store in memory, for one verification that decides overlapping sets of
+// stages more than once (the class verifier's refinement rounds).
+class MemoryVerdictStore : public StageVerdictStore {
+ public:
+  std::optional<std::string> lookup(const StageIdentity& id) override;
+  void finish(const StageIdentity& id, const std::optional<std::string>& outcome,
+              double solve_seconds) override;
+  // Lookups answered since the last call (a report counts them as decided
+  // in this run, not as cached).
+  int64_t take_hits();
+
+ private:
+  int64_t hits_ = 0;
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::string> outcomes_;  // by stage key
 };
 
 // Runs one stage's proof and returns its outcome; the daemon runs it on its
