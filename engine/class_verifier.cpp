@@ -156,14 +156,15 @@ class ClassRun {
                        "): the plan's conditions cut the mesh too finely");
       const std::vector<std::vector<Coord>> batches = batches_of(lists);
       explored_ = 0;
-      // 1. What every corner's walk decided (batches whose corners were all
-      // explored in an earlier round are known: a walk is deterministic).
+      // 1. What every corner's walk decided (corners explored in an earlier
+      // round are known: a walk is deterministic).
       for (const std::vector<Coord>& anchors : batches) {
-        bool known = true;
-        for (const Coord& c : anchors) known &= records_.count(pack(c)) > 0;
-        if (known) continue;
+        std::vector<Coord> fresh;
+        for (const Coord& c : anchors)
+          if (!records_.count(pack(c))) fresh.push_back(c);
+        if (fresh.empty()) continue;
         Batch b(g_);
-        if (std::optional<Report> r = explore(anchors, b, count)) return *r;
+        if (std::optional<Report> r = explore(fresh, b, count)) return *r;
       }
       std::vector<std::vector<Range>> split = disagreeing_boxes([&](const Coord& c) {
         const AnchorRecord& r = records_.at(pack(c));
@@ -333,8 +334,7 @@ class ClassRun {
                    "round %d, pp=%lld: %zu anchors, %zu ops, %zu stages, %zu distinct verdict "
                    "keys, explore %.2f s\n",
                    round, static_cast<long long>(anchors.front()[kPpAxis]), anchors.size(),
-                   b.selection.op_count(), record.units.size(), verdicts.size(),
-                   explore_seconds_);
+                   b.selection.op_count(), record.units.size(), verdicts.size(), explore_seconds_);
     }
     localise(r, sub, expansion);
     return r;

@@ -161,8 +161,7 @@ struct Explorer::Impl {
         const TensorTemplate& tt = prog.tensors[t];
         if (const Pattern& n = pattern(tt.name); n.ok) decls[n.skeleton].push_back({p, t, 0, &n});
         if (tt.of && !tt.input && pattern(tt.of->tensor).ok)
-          claims[pattern(tt.of->tensor).skeleton].push_back(
-              {p, t, 0, &pattern(tt.of->tensor)});
+          claims[pattern(tt.of->tensor).skeleton].push_back({p, t, 0, &pattern(tt.of->tensor)});
       }
       for (uint32_t o = 0; o < prog.ops.size(); ++o)
         for (uint32_t s = 0; s < prog.ops[o].out.size(); ++s)
@@ -414,7 +413,19 @@ struct Explorer::Impl {
     int axis;
     bool relative;
     int64_t size;
+    std::optional<int64_t> pinned;  // an absolute axis an equality of the template fixes
   };
+
+  // The value `axis` must take for `cond` to hold, when one of its
+  // comparisons is an equality on that axis alone ("pp == 3").
+  static std::optional<int64_t> pinned_by(const Condition& cond, int axis) {
+    for (const Comparison& k : cond.all) {
+      const int64_t coef = k.diff.coef[axis];
+      if (k.op != Comparison::Op::Eq || k.diff.mask() != (AxisMask{1} << axis)) continue;
+      if ((coef == 1 || coef == -1)) return -k.diff.constant * coef;
+    }
+    return std::nullopt;
+  }
 
   void search(const Ref& u, const std::vector<Equation>& eqs, const std::vector<Axis>& axes,
               size_t depth, const Coord& seed, Coord c, std::vector<std::pair<Ref, Coord>>& out) {
@@ -444,6 +455,12 @@ struct Explorer::Impl {
       return;
     }
     const Axis& x = axes[depth];
+    if (x.pinned) {  // the template exists nowhere else along it
+      if (*x.pinned < 0 || *x.pinned >= x.size) return;
+      c[x.axis] = *x.pinned;
+      search(u, eqs, axes, depth + 1, seed, c, out);
+      return;
+    }
     for (int64_t v = x.relative ? 1 - x.size : 0; v < x.size; ++v) {
       c[x.axis] = x.relative ? seed[x.axis] + v : v;
       search(u, eqs, axes, depth + 1, seed, c, out);
@@ -497,7 +514,10 @@ struct Explorer::Impl {
       for (int a : all) {
         bool mentioned = false;
         for (const Equation& e : eqs) mentioned |= e.lhs.coef[a] != 0;
-        axes.push_back({a, mentioned, a == kMbAxis ? m.mb : m.size(a)});
+        std::optional<int64_t> pinned;
+        if (!mentioned) pinned = pinned_by(g.programs[u.program].on, a);
+        if (!mentioned && !pinned) pinned = pinned_by(t.when, a);
+        axes.push_back({a, mentioned, a == kMbAxis ? m.mb : m.size(a), pinned});
       }
       // Relative axes first: the equations prune them before the others multiply.
       std::stable_partition(axes.begin(), axes.end(), [](const Axis& x) { return x.relative; });
@@ -540,8 +560,10 @@ struct Explorer::Impl {
       m |= g.programs[r.program].on.mask() | lineage_mask(t);
       for (size_t i = 0; i < r.pattern->slots.size() && i < rp.slots.size(); ++i) {
         const int mine = self_axis(rp.slots[i]), theirs = self_axis(r.pattern->slots[i]);
-        if (mine != theirs) m |= rp.slots[i].mask() | r.pattern->slots[i].mask();
-        else if (theirs < 0) m |= r.pattern->slots[i].mask();
+        if (mine != theirs)
+          m |= rp.slots[i].mask() | r.pattern->slots[i].mask();
+        else if (theirs < 0)
+          m |= r.pattern->slots[i].mask();
       }
     }
     return m;

@@ -161,7 +161,7 @@ class StageRun {
     // Distinct stages that reduce to one stage (the same layer at other
     // mesh coordinates: only full positions differ) share a verdict key and
     // so a verdict: one of them, the leader, is decided first; the others
-    // take its outcome (through the store like any decision, so a later run
+    // take its proof (through the store like any decision, so a later run
     // finds them there).
     std::map<std::string, size_t> leader_of;
     std::vector<size_t> leaders, followers;
@@ -280,20 +280,15 @@ class StageRun {
     return options_.executor ? options_.executor(prove) : prove();
   }
 
-  // A follower's outcome from its leader (same verdict key): proven, or
-  // refuted with the leader's findings by position in the follower's own
-  // names and full positions. Nothing when the leader is neither.
+  // A follower's outcome from its leader (same verdict key) when the leader
+  // is proven. A refuted follower is solved on its own: findings name
+  // full-size elements, and a follower's full positions are its own.
   std::optional<StageOutcome> leaders_outcome(size_t i) {
-    if (leader_[i] == kNoLeader) return std::nullopt;
-    const size_t leader = leader_[i];
-    if (outcomes_[leader].status == StageStatus::Proven) {
-      StageOutcome o;
-      o.status = StageStatus::Proven;
-      return o;
-    }
-    if (!shared_[leader]) return std::nullopt;
-    ensure_reduced(i);
-    return decode_outcome(stages_[i], *shared_[leader]);
+    if (leader_[i] == kNoLeader || outcomes_[leader_[i]].status != StageStatus::Proven)
+      return std::nullopt;
+    StageOutcome o;
+    o.status = StageStatus::Proven;
+    return o;
   }
 
   void record(size_t i, StageOutcome o, Source source) {
