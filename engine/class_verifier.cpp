@@ -165,6 +165,10 @@ class ClassRun {
         if (fresh.empty()) continue;
         Batch b(g_);
         if (std::optional<Report> r = explore(fresh, b, count)) return *r;
+        if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
+          std::fprintf(stderr, "round %d, pp=%lld: %zu corners explored, %zu ops, %.2f s\n", round,
+                       static_cast<long long>(fresh.front()[kPpAxis]), fresh.size(),
+                       b.selection.op_count(), explore_seconds_);
       }
       std::vector<std::vector<Range>> split = disagreeing_boxes([&](const Coord& c) {
         const AnchorRecord& r = records_.at(pack(c));
