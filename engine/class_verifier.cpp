@@ -247,7 +247,9 @@ class ClassRun {
     try {
       for (const Coord& c : anchors) {
         records_[pack(c)] = b.explorer.explore(c, b.selection, b.checked);
-        if (options_.progress && (++explored_ % 16 == 0)) {
+        ++explored_;
+        if (options_.progress &&
+            (explored_ % 16 == 0 || explored_ == static_cast<int64_t>(total))) {
           VerifyProgress p;
           p.done = explored_;
           p.total = static_cast<int64_t>(total);

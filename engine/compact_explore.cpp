@@ -152,7 +152,6 @@ struct Explorer::Impl {
     uint64_t hash;
   };
   std::unordered_map<NodeKey, Group, NodeKeyHash> groups;
-  std::unordered_set<NodeKey, NodeKeyHash> shallow_done;  // ops read for their own rules
 
   explicit Impl(const CompactGraph& graph) : g(graph), m(graph.mesh) {
     for (uint32_t p = 0; p < g.programs.size(); ++p) {
@@ -596,25 +595,28 @@ struct Explorer::Impl {
     const OpTemplate& o = g.programs[r.program].ops[r.element];
     Coord lead = at;
     for (int axis : o.group) lead[axis] = 0;
-    if (!shallow_done.insert(NodeKey{r.program, r.element, pack(lead), kShallowOp}).second) return;
-    into.ops[r.program][r.element].insert(pack(lead));
-    int64_t n = 1;
-    for (int axis : o.group) n *= m.size(axis);
-    for (int64_t j = 0; j < n; ++j) {
-      const Coord mc = o.kind == Kind::Collective ? m.member(o.group, lead, j) : at;
-      Coord dst = mc;
-      if (o.kind == Kind::Send)
-        for (int axis : m.axes) dst[axis] += o.to[axis];
-      for (const Template& out : o.out) {
-        auto [tr, tc] = declaration(out, dst, dst);
-        into.tensors[tr.program][tr.element].insert(pack(tc));
-        into.produced[tr.program][tr.element].insert(pack(tc));
+    // Resolving the references decides (a sign per candidate): those
+    // decisions are part of the record, kept per instance like a walk's.
+    node({r.program, r.element, pack(lead), kShallowOp}, [&] {
+      into.ops[r.program][r.element].insert(pack(lead));
+      int64_t n = 1;
+      for (int axis : o.group) n *= m.size(axis);
+      for (int64_t j = 0; j < n; ++j) {
+        const Coord mc = o.kind == Kind::Collective ? m.member(o.group, lead, j) : at;
+        Coord dst = mc;
+        if (o.kind == Kind::Send)
+          for (int axis : m.axes) dst[axis] += o.to[axis];
+        for (const Template& out : o.out) {
+          auto [tr, tc] = declaration(out, dst, dst);
+          into.tensors[tr.program][tr.element].insert(pack(tc));
+          into.produced[tr.program][tr.element].insert(pack(tc));
+        }
+        for (const Template& in : o.in) {
+          auto [tr, tc] = declaration(in, mc, mc);
+          into.tensors[tr.program][tr.element].insert(pack(tc));
+        }
       }
-      for (const Template& in : o.in) {
-        auto [tr, tc] = declaration(in, mc, mc);
-        into.tensors[tr.program][tr.element].insert(pack(tc));
-      }
-    }
+    });
   }
 
   AnchorRecord explore(const Coord& anchor, Selection& selection, Selection& checked) {

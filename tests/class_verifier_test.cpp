@@ -9,6 +9,7 @@
 #include <random>
 
 #include "engine/compact_expand.h"
+#include "engine/compact_explore.h"
 #include "engine/plan_parser.h"
 #include "engine/verifier.h"
 #include "planner/planner.h"
@@ -77,6 +78,38 @@ TEST(ClassVerifier, ExploringReportsProgress) {
   EXPECT_EQ(explored, total);
   EXPECT_EQ(total, report.stats.class_anchors);
   EXPECT_GT(stages, 0);
+}
+
+// A corner's record is a function of the corner alone, whatever the
+// explorer walked before (walks are kept per instance): the box check
+// compares records taken in any order.
+TEST(ClassVerifier, ACornersRecordDoesNotDependOnWhatWasExploredBefore) {
+  nlohmann::json plan = planner::generate_plan("mlp", mlp(2, 5, 2, 2, 6, "sgd"));
+  ParseResult r =
+      parse_plan_text(plan.dump(), "plan.json", "", ParseOptions{ParseOptions::Compact::Classes});
+  ASSERT_TRUE(r.plan);
+  const compact::CompactGraph& g = r.plan->compact->graph;
+  auto corner = [](int dp, int pp, int tp, int mb) {
+    compact::Coord c{};
+    c[0] = dp, c[1] = pp, c[2] = tp, c[compact::kMbAxis] = mb;
+    return c;
+  };
+  const std::vector<compact::Coord> corners = {corner(0, 0, 0, 0), corner(3, 0, 1, 5),
+                                               corner(0, 1, 0, 3), corner(4, 1, 1, 0),
+                                               corner(2, 0, 0, 2)};
+  auto record_of = [&](const std::vector<compact::Coord>& before, const compact::Coord& c) {
+    compact::Explorer e(g);
+    compact::Selection selection(g), checked(g);
+    for (const compact::Coord& b : before) e.explore(b, selection, checked);
+    compact::AnchorRecord rec = e.explore(c, selection, checked);
+    return std::make_pair(rec.decisions, rec.decision_count);
+  };
+  for (const compact::Coord& c : corners) {
+    const auto alone = record_of({}, c);
+    EXPECT_EQ(record_of(corners, c), alone);
+    std::vector<compact::Coord> reversed(corners.rbegin(), corners.rend());
+    EXPECT_EQ(record_of(reversed, c), alone);
+  }
 }
 
 // Same verdict as the expansion over a matrix of meshes, with sizes large
