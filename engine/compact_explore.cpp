@@ -421,7 +421,7 @@ struct Explorer::Impl {
     for (const Comparison& k : cond.all) {
       const int64_t coef = k.diff.coef[axis];
       if (k.op != Comparison::Op::Eq || k.diff.mask() != (AxisMask{1} << axis)) continue;
-      if ((coef == 1 || coef == -1)) return -k.diff.constant * coef;
+      if (coef == 1 || coef == -1) return -k.diff.constant * coef;
     }
     return std::nullopt;
   }
