@@ -219,7 +219,7 @@ class ClassRun {
     return r;
   }
 
-  int64_t pack(const Coord& c) const { return g_.mesh.rank(c) * g_.mesh.mb + c[kMbAxis]; }
+  int64_t pack(const Coord& c) const { return g_.mesh.pack(c); }
 
   std::vector<std::vector<int64_t>> grid() const {
     std::vector<std::vector<int64_t>> lists;

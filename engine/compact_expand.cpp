@@ -175,7 +175,7 @@ class Expander {
         sel_ ? &sel_->tensors[p][ti] : nullptr);
   }
 
-  int64_t key_of(const Coord& c) const { return m_.rank(c) * m_.mb + c[kMbAxis]; }
+  int64_t key_of(const Coord& c) const { return m_.pack(c); }
 
   void lineage(const Lineage& lin, const Coord& c) {
     std::string& out = e_.text;

@@ -218,7 +218,7 @@ struct Explorer::Impl {
   }
 
   // ---- keys ---------------------------------------------------------------
-  int64_t pack(const Coord& c) const { return m.rank(c) * m.mb + c[kMbAxis]; }
+  int64_t pack(const Coord& c) const { return m.pack(c); }
   std::string where(const Coord& c, bool per_mb) const { return m.describe(c, per_mb); }
 
   // ---- matching a name to a template --------------------------------------

@@ -29,6 +29,9 @@ struct Mesh {
     for (size_t i = 0; i < axes.size(); ++i) r += c[axes[i]] * stride[i];
     return r;
   }
+  // One number per instance coordinate (device and micro-batch): the key
+  // selections and explorations file instances under.
+  int64_t pack(const Coord& c) const { return rank(c) * mb + c[kMbAxis]; }
   // The device coordinates of `rank` (mb left 0).
   Coord coord(int64_t rank) const;
   // Member j of the group through `c` along `group` (row-major over the
