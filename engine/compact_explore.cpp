@@ -135,15 +135,23 @@ struct Explorer::Impl {
       mix(it->second);
       return;
     }
+    const uint64_t mine = hash_of(0x6e6f6465ull ^ static_cast<uint64_t>(key.kind), walk);
+    nodes[key] = mine;
+    mix(mine);
+  }
+
+  // The hash of what `part` records, started from `start`, apart from the
+  // record in progress (left as it was).
+  template <class Part>
+  uint64_t hash_of(uint64_t start, Part part) {
     const uint64_t outer_hash = hash;
     const int64_t outer_count = count;
-    hash = 0x6e6f6465ull ^ static_cast<uint64_t>(key.kind);
-    walk();
+    hash = start;
+    part();
     const uint64_t mine = hash;
     hash = outer_hash;
     count = outer_count;
-    nodes[key] = mine;
-    mix(mine);
+    return mine;
   }
 
   // Claim groups by seed instance: the members and the hash of the search.
@@ -472,13 +480,9 @@ struct Explorer::Impl {
     const NodeKey key{seed.program, seed.element, pack(c), kSeedWalk};
     auto it = groups.find(key);
     if (it == groups.end()) {
-      const uint64_t outer_hash = hash;
-      const int64_t outer_count = count;
-      hash = 0x67726f7570ull;
-      std::vector<std::pair<Ref, Coord>> members = group(seed, c);
-      it = groups.emplace(key, Group{std::move(members), hash}).first;
-      hash = outer_hash;
-      count = outer_count;
+      std::vector<std::pair<Ref, Coord>> members;
+      const uint64_t h = hash_of(0x67726f7570ull, [&] { members = group(seed, c); });
+      it = groups.emplace(key, Group{std::move(members), h}).first;
     }
     mix(it->second.hash);
     return it->second.members;
