@@ -70,6 +70,9 @@ std::string canonical_bytes(const Stage& stage, bool with_full_size) {
       w.number(t.of->has_part ? 1 : 0);
       w.number(t.of->part_k);
       w.number(t.of->part_n);
+      // A restricted claim's box is in the ops that compute its logical
+      // tensor (logical_index), at reduced positions; only its rank here.
+      w.number(static_cast<int64_t>(t.of->over.size()));
     } else {
       w.number(-1);
     }

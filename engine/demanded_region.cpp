@@ -182,10 +182,21 @@ Box input_demand(const Graph& g, const Op& op, size_t k, const Box& r,
 
 }  // namespace
 
+SliceSpec operand_demand(const Graph& g, int op_index, size_t k, const SliceSpec& region) {
+  const Op& op = g.ops[op_index];
+  return input_demand(g, op, k, region, {region});
+}
+
 std::vector<int> demanded_ops(const Graph& g, const std::vector<int>& cone, int target,
                               const SliceSpec& region) {
+  return demanded_ops(g, cone,
+                      {{target, region.empty() ? full_box(g.tensors[target].shape) : region}});
+}
+
+std::vector<int> demanded_ops(const Graph& g, const std::vector<int>& cone,
+                              const std::vector<std::pair<int, SliceSpec>>& seeds) {
   std::map<int, Box> demand;
-  unite(demand, target, region.empty() ? full_box(g.tensors[target].shape) : region);
+  for (const auto& [tensor, region] : seeds) unite(demand, tensor, region);
   std::vector<int> kept;
   for (auto it = cone.rbegin(); it != cone.rend(); ++it) {
     const Op& op = g.ops[*it];

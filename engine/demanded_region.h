@@ -17,5 +17,12 @@ namespace shardproof {
 // `region` of `target` places on them, in the same order.
 std::vector<int> demanded_ops(const Graph& graph, const std::vector<int>& cone, int target,
                               const SliceSpec& region);
+// The same from several demanded regions at once (`cone` reaches them all).
+std::vector<int> demanded_ops(const Graph& graph, const std::vector<int>& cone,
+                              const std::vector<std::pair<int, SliceSpec>>& seeds);
+
+// The demand that `region` of the (one) output of op `op` places on its
+// operand `k`.
+SliceSpec operand_demand(const Graph& graph, int op, size_t k, const SliceSpec& region);
 
 }  // namespace shardproof

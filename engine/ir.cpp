@@ -65,6 +65,13 @@ std::string shape_to_string(const Shape& shape) {
   return s + "]";
 }
 
+std::string box_to_string(const SliceSpec& box) {
+  std::string s = "[";
+  for (size_t a = 0; a < box.size(); ++a)
+    s += (a ? ", " : "") + std::to_string(box[a].first) + ":" + std::to_string(box[a].second);
+  return s + "]";
+}
+
 std::string Op::display_name() const {
   return name.empty() ? "#" + std::to_string(index) + " " + op : name;
 }

@@ -30,6 +30,8 @@ std::string shape_to_string(const Shape& shape);
 
 // One [lo, hi) range per dimension of a logical tensor.
 using SliceSpec = std::vector<std::pair<int64_t, int64_t>>;
+// "[0:4, 2:8]": a box of [lo, hi) ranges, for messages.
+std::string box_to_string(const SliceSpec& box);
 
 // A parallel tensor's claim ("of"): it equals logical[slice], or is part k of n.
 struct Lineage {
@@ -39,6 +41,10 @@ struct Lineage {
   bool has_part = false;
   int64_t part_k = 0;
   int64_t part_n = 1;
+  // A restricted claim (docs/plan-format.md, "over"): the tensor holds the
+  // logical tensor's producer with its contraction limited to this box, one
+  // [lo, hi) per axis of the index box (engine/contraction.h). Empty: none.
+  SliceSpec over;
 };
 
 struct TensorDecl {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <string_view>
 
 #include "engine/json_source.h"
@@ -99,6 +100,18 @@ std::optional<OpEdits> reread_edited(ParsedPlanText& previous, std::string& text
     return std::nullopt;
   std::vector<Element> changed;
   if (!compare_texts(previous.text, previous.outline, text, *outline, changed)) return std::nullopt;
+
+  // A restricted claim ("over") reads its logical tensor's producer: kind,
+  // attributes, operand shapes. An edit of such a producer is read in full,
+  // where the claim is checked again.
+  if (std::any_of(changed.begin(), changed.end(), [](const Element& e) { return !e.parallel; })) {
+    std::set<int> restricted;
+    for (const TensorDecl& t : previous.plan.parallel.tensors)
+      if (t.of && !t.of->over.empty())
+        restricted.insert(previous.plan.logical.producer[t.of->logical]);
+    for (const Element& e : changed)
+      if (!e.parallel && restricted.count(e.index)) return std::nullopt;
+  }
 
   std::vector<Op> edited;
   edited.reserve(changed.size());

@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "engine/contraction.h"
 #include "engine/plan_validation.h"
 
 namespace shardproof::plan_detail {
@@ -87,7 +88,7 @@ class LineageChecker {
     const TensorDecl& decl = pg_.tensors[t];
     auto what = [&] { return "lineage of " + quoted(decl.name); };
     expect_object(n, what);
-    check_keys(n, {"tensor", "slice", "part"}, what);
+    check_keys(n, {"tensor", "slice", "part", "over"}, what);
     Lineage lin;
     Node tn = require(n, "tensor", what, "lineage");
     lin.tensor = expect_string(
@@ -99,6 +100,7 @@ class LineageChecker {
     const TensorDecl& logical = lg_.tensors[lt];
     lin.slice = read_slice(n.get("slice"), logical, what);
     if (std::optional<Node> part = n.get("part")) read_part(*part, what, lin);
+    if (std::optional<Node> over = n.get("over")) read_over(*over, what, lin);
     check_against(t, logical, lin);
     return lin;
   }
@@ -145,6 +147,45 @@ class LineageChecker {
         n.item(1), "lineage-part", [&] { return what.str() + " part n"; }, 1, INT64_MAX);
     lin.part_k = expect_int(
         n.item(0), "lineage-part", [&] { return what.str() + " part k"; }, 0, lin.part_n - 1);
+  }
+
+  // "over": a box inside the index box of the claimed tensor's producer,
+  // which must be a contraction (engine/contraction.h).
+  void read_over(const Node& n, What what, Lineage& lin) {
+    auto ow = [&] { return what.str() + " over"; };
+    if (lin.has_part) n.fail("lineage-over", ow() + ": a restricted claim cannot also be a part");
+    const int producer = lg_.producer[lin.logical];
+    if (producer < 0)
+      n.fail("lineage-over", ow() + ": " + quoted(lin.tensor) +
+                                 " is a logical input; only a contraction's output can be "
+                                 "claimed over a sub-box");
+    const Op& op = lg_.ops[producer];
+    std::vector<Shape> shapes;
+    for (int in : op.in) shapes.push_back(lg_.tensors[in].shape);
+    Contraction c;
+    if (std::string e = contraction_of(op.op, op.attrs, shapes, c); !e.empty())
+      n.fail("lineage-over", ow() + ": " + quoted(lin.tensor) + " is computed by " +
+                                 op.display_name() + ", and " + e);
+    expect_array(n, ow, "lineage-over");
+    if (n->items.size() != c.sizes.size())
+      n.fail("lineage-over", ow() + ": " + op.display_name() + " sums over " +
+                                 std::to_string(c.sizes.size()) + " index axes " +
+                                 shape_to_string(c.sizes) + ", so over needs " +
+                                 std::to_string(c.sizes.size()) + " [lo, hi] pairs; found " +
+                                 std::to_string(n->items.size()));
+    for (size_t a = 0; a < c.sizes.size(); ++a) {
+      Node r = n.item(a);
+      auto rw = [&] { return ow() + "[" + std::to_string(a) + "]"; };
+      expect_array(r, rw, "lineage-over");
+      if (r->items.size() != 2)
+        r.fail("lineage-over",
+               rw() + ": expected [lo, hi], found " + std::to_string(r->items.size()) + " numbers");
+      int64_t lo = expect_int(
+          r.item(0), "lineage-over", [&] { return rw() + " lo"; }, 0, c.sizes[a] - 1);
+      int64_t hi = expect_int(
+          r.item(1), "lineage-over", [&] { return rw() + " hi"; }, lo + 1, c.sizes[a]);
+      lin.over.push_back({lo, hi});
+    }
   }
 
   // The claim keeps the dtype class and has the slice's shape.
@@ -253,6 +294,7 @@ class LineageChecker {
     std::map<PartSetKey, std::set<int64_t>> parts;
     for (int t : claimants) {
       const Lineage& lin = *pg_.tensors[t].of;
+      if (!lin.over.empty()) continue;  // a partial sum covers nothing
       if (!lin.has_part)
         boxes.push_back(lin.slice);
       else

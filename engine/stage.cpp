@@ -1,11 +1,13 @@
 #include "engine/stage.h"
 
+#include "engine/contraction.h"
 #include "engine/demanded_region.h"
 #include "engine/parallel_for.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
 namespace shardproof {
@@ -15,10 +17,23 @@ struct GroupKey {
   int logical;
   SliceSpec slice;
   int64_t parts;
+  SliceSpec over;
   bool operator<(const GroupKey& o) const {
-    return std::tie(logical, slice, parts) < std::tie(o.logical, o.slice, o.parts);
+    return std::tie(logical, slice, parts, over) < std::tie(o.logical, o.slice, o.parts, o.over);
   }
 };
+
+// How logical tensor `t`'s producer contracts (checked by the parser for
+// every restricted claim).
+Contraction contraction_producing(const Graph& log, int t) {
+  const Op& op = log.ops[log.producer[t]];
+  std::vector<Shape> shapes;
+  for (int in : op.in) shapes.push_back(log.tensors[in].shape);
+  Contraction c;
+  if (std::string e = contraction_of(op.op, op.attrs, shapes, c); !e.empty())
+    throw std::logic_error("restricted claim on " + log.tensors[t].name + ": " + e);
+  return c;
+}
 
 // Collects ops (producers first) needed to compute `roots`, stopping at
 // tensors for which `stop` holds (and at graph inputs).
@@ -85,8 +100,44 @@ class StageBuilder {
     stage_.tensors.push_back(st);
     int index = static_cast<int>(stage_.tensors.size()) - 1;
     parallel_map_[t] = index;
-    if (d.of) stage_.tensors[index].logical_index = add_logical(d.of->logical);
+    if (d.of)
+      stage_.tensors[index].logical_index = d.of->over.empty()
+                                                ? add_logical(d.of->logical)
+                                                : add_restricted(d.of->logical, d.of->over);
     return index;
+  }
+
+  // Logical tensor `t` as its producer computes it with the contraction
+  // limited to `over`: the operands sliced along the contracted dims, then
+  // the producer itself. Its operands are stage tensors like any other.
+  int add_restricted(int t, const SliceSpec& over) {
+    auto it = restricted_map_.find({t, over});
+    if (it != restricted_map_.end()) return it->second;
+    const Graph& log = plan_.logical;
+    const int producer = log.producer[t];
+    const Op& op = log.ops[producer];
+    const Contraction c = contraction_producing(log, t);
+    std::vector<int> operands;
+    for (int in : op.in) operands.push_back(add_logical(in));
+    for (size_t a = 0; a < c.axes.size(); ++a)
+      for (auto [k, dim] : c.axes[a]) operands[k] = add_slice(operands[k], dim, over[a]);
+    const TensorDecl& d = log.tensors[t];
+    StageTensor st;
+    st.name = d.name + " over " + box_to_string(over);
+    st.source = t;
+    st.shape = st.full_shape = d.shape;
+    st.dtype = d.dtype;
+    stage_.tensors.push_back(st);
+    const int index = static_cast<int>(stage_.tensors.size()) - 1;
+    StageOp so;
+    so.op = op.op;
+    so.attrs = op.attrs;
+    so.in = operands;
+    so.out = {index};
+    so.source = producer;
+    so.display_name = op.display_name() + " over " + box_to_string(over);
+    stage_.ops.push_back(std::move(so));
+    return restricted_map_[{t, over}] = index;
   }
 
   void add_op(const Graph& g, int op_index, bool parallel) {
@@ -108,9 +159,32 @@ class StageBuilder {
   }
 
  private:
+  // Stage tensor `tensor` cut to [range) along `dim` by a slice op.
+  int add_slice(int tensor, int dim, std::pair<int64_t, int64_t> range) {
+    StageTensor st = stage_.tensors[tensor];
+    st.name += "[" + std::to_string(dim) + ": " + std::to_string(range.first) + ":" +
+               std::to_string(range.second) + "]";
+    st.free = false;
+    st.logical_input = false;
+    st.shape[dim] = st.full_shape[dim] = range.second - range.first;
+    stage_.tensors.push_back(st);
+    const int index = static_cast<int>(stage_.tensors.size()) - 1;
+    StageOp so;
+    so.op = "slice";
+    so.attrs = {{"dim", Attr::of_int(dim)},
+                {"start", Attr::of_int(range.first)},
+                {"end", Attr::of_int(range.second)}};
+    so.in = {tensor};
+    so.out = {index};
+    so.display_name = "slice " + box_to_string({range}) + " of " + stage_.tensors[tensor].name;
+    stage_.ops.push_back(std::move(so));
+    return index;
+  }
+
   const Plan& plan_;
   Stage& stage_;
   std::map<int, int> logical_map_, parallel_map_;
+  std::map<std::pair<int, SliceSpec>, int> restricted_map_;
 };
 
 // The structural part of a stage: its parallel cone (stopping at lineage
@@ -126,22 +200,42 @@ void cut_cones(const Plan& plan, StageUnit& unit) {
       par, unit.members,
       [&](int t) { return par.tensors[t].of.has_value() && !member_set.count(t); }, par_reached);
 
-  // The cut: logical tensors the parallel stage inputs refer to.
-  std::set<int> cut;
+  // The cut: logical tensors the parallel stage inputs refer to. A
+  // restricted input refers to its contraction's operands instead: the stage
+  // computes it from them, taken as free (a stronger statement, as for any
+  // cut), unless an operand is the target itself.
+  std::set<int> cut, operands, restricted;
   const std::set<int> par_op_set(unit.parallel_cone.begin(), unit.parallel_cone.end());
   for (int t : par_reached) {
     bool produced_inside = par.producer[t] >= 0 && par_op_set.count(par.producer[t]) > 0;
-    if (!produced_inside && par.tensors[t].of) cut.insert(par.tensors[t].of->logical);
+    if (produced_inside || !par.tensors[t].of) continue;
+    const Lineage& of = *par.tensors[t].of;
+    if (of.over.empty()) {
+      cut.insert(of.logical);
+      continue;
+    }
+    restricted.insert(log.producer[of.logical]);
+    for (int in : log.ops[log.producer[of.logical]].in) operands.insert(in);
   }
+  auto stop = [&](int t) { return cut.count(t) > 0 || (operands.count(t) && t != unit.logical); };
+  // A restricted group's target is its producer over a box: the cone starts
+  // at the producer's operands.
+  std::vector<int> roots{unit.logical};
+  if (!unit.over.empty()) {
+    const int producer = log.producer[unit.logical];
+    restricted.insert(producer);
+    roots.clear();
+    for (int in : log.ops[producer].in)
+      if (!stop(in)) roots.push_back(in);
+  }
+  unit.restricted.assign(restricted.begin(), restricted.end());
   // When a parallel input claims the target itself (parts all-reduced into
   // a replica, a replica forwarded by send), the claim holds for every value
   // of the target, so the target is cut too and no logical op is needed.
   unit.logical_cone.clear();
-  if (!cut.count(unit.logical)) {
-    std::set<int> log_reached;
-    unit.logical_cone = backward_cone(
-        log, {unit.logical}, [&](int t) { return cut.count(t) > 0; }, log_reached);
-  }
+  if ((unit.over.empty() && cut.count(unit.logical)) || roots.empty()) return;
+  std::set<int> log_reached;
+  unit.logical_cone = backward_cone(log, roots, stop, log_reached);
 }
 
 // Whether `member`'s parallel cone (stopping, as a stage does, at lineage
@@ -157,7 +251,7 @@ bool reaches_target_claim(const Graph& par, int member, const std::set<int>& mem
     if (!seen.insert(t).second) continue;
     const TensorDecl& d = par.tensors[t];
     if (t != member && d.of && !member_set.count(t)) {
-      if (d.of->logical == target) return true;
+      if (d.of->logical == target && d.of->over.empty()) return true;
       continue;
     }
     int producer = par.producer[t];
@@ -205,7 +299,7 @@ std::vector<StageUnit> cut_units(const Plan& plan, int jobs) {
   auto consider = [&](int t) {
     const TensorDecl& d = par.tensors[t];
     if (!d.of || inputs.count(t)) return;  // input claims are assumptions
-    GroupKey key{d.of->logical, d.of->slice, d.of->has_part ? d.of->part_n : 0};
+    GroupKey key{d.of->logical, d.of->slice, d.of->has_part ? d.of->part_n : 0, d.of->over};
     auto& members = groups[key];
     if (members.empty()) order.push_back(key);
     if (std::find(members.begin(), members.end(), t) == members.end()) members.push_back(t);
@@ -219,8 +313,14 @@ std::vector<StageUnit> cut_units(const Plan& plan, int jobs) {
   std::vector<StageUnit> units;
   for (size_t i = 0; i < order.size(); ++i)
     for (std::vector<int>& members : split[i])
-      units.push_back(
-          {order[i].logical, order[i].slice, order[i].parts, std::move(members), {}, {}});
+      units.push_back({order[i].logical,
+                       order[i].slice,
+                       order[i].parts,
+                       order[i].over,
+                       std::move(members),
+                       {},
+                       {},
+                       {}});
   parallel_for(jobs, units.size(), [&](size_t i) { cut_cones(plan, units[i]); });
   return units;
 }
@@ -229,21 +329,43 @@ Stage build_stage(const Plan& plan, const StageUnit& unit, int id) {
   const Graph& par = plan.parallel;
   const Graph& log = plan.logical;
   // Only what the claimed region depends on; the rest are free leaves.
-  std::vector<int> log_ops = unit.logical_cone.empty()
-                                 ? std::vector<int>{}
-                                 : demanded_ops(log, unit.logical_cone, unit.logical, unit.slice);
+  std::vector<int> log_ops;
+  if (!unit.logical_cone.empty() && unit.over.empty()) {
+    log_ops = demanded_ops(log, unit.logical_cone, unit.logical, unit.slice);
+  } else if (!unit.logical_cone.empty()) {
+    // A restricted target demands of each operand what the slice does, cut
+    // to the box along the contracted dims.
+    const int producer = log.producer[unit.logical];
+    const Contraction c = contraction_producing(log, unit.logical);
+    std::vector<std::pair<int, SliceSpec>> seeds;
+    for (size_t k = 0; k < log.ops[producer].in.size(); ++k) {
+      SliceSpec region = operand_demand(log, producer, k, unit.slice);
+      for (size_t a = 0; a < c.axes.size(); ++a)
+        for (auto [operand, dim] : c.axes[a])
+          if (operand == static_cast<int>(k)) region[dim] = unit.over[a];
+      seeds.push_back({log.ops[producer].in[k], region});
+    }
+    log_ops = demanded_ops(log, unit.logical_cone, seeds);
+  }
 
   Stage stage;
   stage.id = id;
   StageBuilder builder(plan, stage);
-  stage.target = builder.add_logical(unit.logical);
+  if (unit.over.empty()) stage.target = builder.add_logical(unit.logical);
   for (int op : log_ops) builder.add_op(log, op, false);
+  // After the cone: the restricted target's operands are its outputs.
+  if (!unit.over.empty()) stage.target = builder.add_restricted(unit.logical, unit.over);
   for (int op : unit.parallel_cone) builder.add_op(par, op, true);
   for (int m : unit.members) stage.members.push_back(builder.add_parallel(m));
+  // Restricted inputs added logical ops among the parallel ones.
+  std::stable_partition(stage.ops.begin(), stage.ops.end(),
+                        [](const StageOp& op) { return !op.parallel; });
   stage.slice = unit.slice;
   stage.parts = unit.parts;
+  stage.over = unit.over;
   stage.title = slice_to_string(log.tensors[unit.logical].name, unit.slice);
   if (unit.parts) stage.title += " (" + std::to_string(unit.parts) + " parts)";
+  if (!unit.over.empty()) stage.title += " over " + box_to_string(unit.over);
   stage.full_position.clear();  // identity until shape reduction fills it
   return stage;
 }

@@ -90,6 +90,7 @@ struct Stage {
   int target = -1;           // stage tensor index of the logical tensor claimed
   SliceSpec slice;           // the claimed slice, current coordinates
   int64_t parts = 0;         // 0: plain claims; n: additive parts 0..n-1
+  SliceSpec over;            // a restricted group: the box its members claim (empty: none)
   std::vector<int> members;  // stage tensor indices of the claiming parallel tensors
   std::vector<StageTensor> tensors;
   std::vector<StageOp> ops;  // logical ops, then parallel ops, each producers first
@@ -119,8 +120,13 @@ struct StageUnit {
   int logical = -1;                              // the claimed logical tensor
   SliceSpec slice;                               // the claimed slice
   int64_t parts = 0;                             // 0: plain claims; n: additive parts 0..n-1
+  SliceSpec over;                                // a restricted claim's box (empty: none)
   std::vector<int> members;                      // parallel tensors of the claim group
   std::vector<int> logical_cone, parallel_cone;  // op indices, producers first
+  // Logical contractions the stage restricts (the target's producer for a
+  // restricted group, and those of restricted inputs): the stage reads them
+  // although they are not in the logical cone.
+  std::vector<int> restricted;
 };
 
 // The plan's stage units, one per claim group (or two for a mixed group), in

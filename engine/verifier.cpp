@@ -436,7 +436,8 @@ Report verify_plan_edit(const Plan& plan, const OpEdits& edits, const VerifyOpti
     std::vector<size_t> recut;
     for (size_t i = 0; i < record.units.size(); ++i) {
       const StageUnit& u = record.units[i];
-      if (touches(u.logical_cone, logical_edit) || touches(u.parallel_cone, parallel_edit))
+      if (touches(u.logical_cone, logical_edit) || touches(u.restricted, logical_edit) ||
+          touches(u.parallel_cone, parallel_edit))
         reuse[i].reset();
       if (!reuse[i]) recut.push_back(i);
     }
