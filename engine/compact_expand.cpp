@@ -199,6 +199,17 @@ class Expander {
       append_int(out, lin.part_n.eval(c));
       out += ']';
     }
+    if (!lin.over.empty()) {
+      out += ",\"over\":[";
+      for (size_t a = 0; a < lin.over.size(); ++a) {
+        out += a ? ",[" : "[";
+        append_int(out, lin.over[a].first.eval(c));
+        out += ',';
+        append_int(out, lin.over[a].second.eval(c));
+        out += ']';
+      }
+      out += ']';
+    }
     out += '}';
   }
 

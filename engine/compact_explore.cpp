@@ -498,7 +498,7 @@ struct Explorer::Impl {
       if (written_apart(lp, *u.pattern)) continue;
       const TensorTemplate& t = g.programs[u.program].tensors[u.element];
       const Lineage& ul = *t.of;
-      if (ul.has_part != lin.has_part) continue;
+      if (ul.has_part != lin.has_part || ul.over.size() != lin.over.size()) continue;
       if (ul.has_slice != lin.has_slice || ul.slice.size() != lin.slice.size())
         throw ExploreError{
             "claims of one logical tensor written with and without a slice (or with "
@@ -511,6 +511,10 @@ struct Explorer::Impl {
         eqs.push_back({ul.slice[d].second, lin.slice[d].second.eval(c)});
       }
       if (ul.has_part) eqs.push_back({ul.part_n, lin.part_n.eval(c)});
+      for (size_t a = 0; a < ul.over.size(); ++a) {
+        eqs.push_back({ul.over[a].first, lin.over[a].first.eval(c)});
+        eqs.push_back({ul.over[a].second, lin.over[a].second.eval(c)});
+      }
       std::vector<int> all(m.axes.begin(), m.axes.end());
       if (t.per_mb) all.push_back(kMbAxis);
       std::vector<Axis> axes;
@@ -543,10 +547,7 @@ struct Explorer::Impl {
   }
   static AxisMask lineage_mask(const TensorTemplate& t) {
     AxisMask m = t.when.mask();
-    if (t.of) {
-      m |= t.of->tensor.mask() | t.of->part_k.mask() | t.of->part_n.mask();
-      for (const auto& [lo, hi] : t.of->slice) m |= lo.mask() | hi.mask();
-    }
+    if (t.of) m |= t.of->mask();
     return m;
   }
   AxisMask name_mask(const Template& ref) {

@@ -53,6 +53,13 @@ struct Lineage {
   std::vector<std::pair<Affine, Affine>> slice;
   bool has_part = false;
   Affine part_k, part_n;
+  std::vector<std::pair<Affine, Affine>> over;  // a restricted claim's box (empty: none)
+  AxisMask mask() const {
+    AxisMask m = tensor.mask() | part_k.mask() | part_n.mask();
+    for (const auto& [lo, hi] : slice) m |= lo.mask() | hi.mask();
+    for (const auto& [lo, hi] : over) m |= lo.mask() | hi.mask();
+    return m;
+  }
 };
 
 struct TensorTemplate {

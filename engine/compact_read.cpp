@@ -152,8 +152,7 @@ class Reader {
     AxisMask mask = on_mask | t.name.mask();
     if (std::optional<Node> of = n.get("of")) {
       t.of = read_lineage(*of, what);
-      mask |= t.of->tensor.mask() | t.of->part_k.mask() | t.of->part_n.mask();
-      for (const auto& [lo, hi] : t.of->slice) mask |= lo.mask() | hi.mask();
+      mask |= t.of->mask();
     }
     if (std::optional<Node> when = n.get("when")) {
       t.when = cond(*when, what + " when");
@@ -165,26 +164,35 @@ class Reader {
     return t;
   }
 
+  // [[lo, hi], ...] of affine expressions.
+  std::vector<std::pair<Affine, Affine>> ranges(const Node& n, const std::string& what,
+                                                const char* rule) {
+    plan_detail::expect_array(n, what, rule);
+    std::vector<std::pair<Affine, Affine>> out;
+    for (size_t d = 0; d < n.value().items.size(); ++d) {
+      Node range = n.item(d);
+      if (!range->is(Kind::Array) || range->items.size() != 2)
+        range.fail(rule, what + "[" + std::to_string(d) + "]: expected [lo, hi], found " +
+                             jsonsrc::describe(range.value()));
+      std::string at = what + "[" + std::to_string(d) + "]";
+      out.emplace_back(expr(range.item(0), at), expr(range.item(1), at));
+    }
+    return out;
+  }
+
   Lineage read_lineage(const Node& n, const std::string& what) {
     if (!n->is(Kind::Object))
       n.fail("lineage", what + " of: expected an object, found " + jsonsrc::describe(n.value()));
-    plan_detail::check_keys(n, {"tensor", "slice", "part"}, what + " of");
+    plan_detail::check_keys(n, {"tensor", "slice", "part", "over"}, what + " of");
     Lineage lin;
     lin.tensor =
         templ(plan_detail::require(n, "tensor", what + " of", "lineage"), what + " of.tensor");
     if (std::optional<Node> slice = n.get("slice")) {
       lin.has_slice = true;
-      plan_detail::expect_array(*slice, what + " of.slice", "lineage-slice");
-      for (size_t d = 0; d < slice->value().items.size(); ++d) {
-        Node range = slice->item(d);
-        if (!range->is(Kind::Array) || range->items.size() != 2)
-          range.fail("lineage-slice", what + " of.slice[" + std::to_string(d) +
-                                          "]: expected [lo, hi], found " +
-                                          jsonsrc::describe(range.value()));
-        std::string at = what + " of.slice[" + std::to_string(d) + "]";
-        lin.slice.emplace_back(expr(range.item(0), at), expr(range.item(1), at));
-      }
+      lin.slice = ranges(*slice, what + " of.slice", "lineage-slice");
     }
+    if (std::optional<Node> over = n.get("over"))
+      lin.over = ranges(*over, what + " of.over", "lineage-over");
     if (std::optional<Node> part = n.get("part")) {
       lin.has_part = true;
       if (!part->value().is(Kind::Array) || part->value().items.size() != 2)

@@ -111,7 +111,9 @@ class RuleCheck {
             parts[key].insert(claim.k);
             part_owner.emplace(key, &t);
           }
-          if (t.output && !claim.has_part) covered[claim.tensor].push_back(claim.slice);
+          // A restricted claim (a partial sum) covers nothing.
+          if (t.output && !claim.has_part && t.of->over.empty())
+            covered[claim.tensor].push_back(claim.slice);
         });
         if (!ok) return false;
       }
@@ -178,6 +180,7 @@ class RuleCheck {
   // the conditions mention; false if that is too many.
   template <class F>
   bool each_instance(const Program& p, const TensorTemplate& t, F f) {
+    // The claim's box ("over") is not read by these rules.
     AxisMask mask = p.on.mask() | t.when.mask() | t.of->tensor.mask() | t.of->part_k.mask() |
                     t.of->part_n.mask();
     for (const auto& [lo, hi] : t.of->slice) mask |= lo.mask() | hi.mask();

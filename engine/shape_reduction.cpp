@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "engine/op_registry.h"
 
@@ -288,6 +289,7 @@ class LineMaps {
   void build(const std::set<int>& frozen, const std::map<int, int64_t>& caps) {
     frozen_ = frozen;
     plain_.clear();
+    product_memo_.clear();
     for (auto& [root, set] : bounds_) {
       auto cap = caps.find(root);
       int64_t limit = cap == caps.end() ? 2 : cap->second;
@@ -336,10 +338,17 @@ class LineMaps {
       if (frozen(root)) return p - m.bounds.front() + m.reduced.front();
       return m.map(p);
     }
+    // Memoised: products nest (and a product's minor may itself be one), so
+    // without it the recursion is exponential in the nesting depth.
+    const std::tuple<int, int64_t, int> key{root, p, depth};
+    if (auto it = product_memo_.find(key); it != product_memo_.end()) return it->second;
     auto [major_root, major_offset] = lines_.find(prod->major);
     int64_t m = lines_.length(prod->minor);
     int64_t q = (p - lines_.find(prod->whole).second) / m;
-    return map(major_root, major_offset + q, depth + 1) * reduced_length(prod->minor, depth + 1);
+    const int64_t r =
+        map(major_root, major_offset + q, depth + 1) * reduced_length(prod->minor, depth + 1);
+    product_memo_.emplace(key, r);
+    return r;
   }
 
   // Full position on line `root` of reduced position g.
@@ -370,6 +379,7 @@ class LineMaps {
   std::map<int, std::set<int64_t>> bounds_;
   std::map<int, LineMap> plain_;
   std::set<int> frozen_;
+  mutable std::map<std::tuple<int, int64_t, int>, int64_t> product_memo_;
 };
 
 // ---------------------------------------------------------------- integer positions

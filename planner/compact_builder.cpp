@@ -45,6 +45,11 @@ size_t CompactBuilder::tensor(TensorTemplate t) {
       of["slice"] = std::move(slice);
     }
     if (t.of->n != 1) of["part"] = {t.of->k, t.of->n};
+    if (!t.of->over.empty()) {
+      nlohmann::json over = nlohmann::json::array();
+      for (auto& [lo, hi] : t.of->over) over.push_back({lo, hi});
+      of["over"] = std::move(over);
+    }
     j["of"] = std::move(of);
   }
   if (!t.when.empty()) j["when"] = t.when;

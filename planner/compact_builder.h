@@ -25,6 +25,7 @@ struct ClaimTemplate {
   std::vector<ExprRange> slice = {};  // empty: the whole tensor
   Expr k = 0;
   int64_t n = 1;
+  std::vector<ExprRange> over = {};  // a contraction's partial sum (empty: none)
 };
 
 struct TensorTemplate {

@@ -34,7 +34,7 @@ void Builder::expert_weight_grad(const Coord& x, const std::string& a, const std
   };
   const std::string a2 = per_expert(a, grad(piece) + ".lhs"),
                     b2 = per_expert(b, grad(piece) + ".rhs");
-  std::string gw = grad_target(x, piece, "mb", g.shape(weight(x, piece)));
+  std::string gw = grad_target(x, piece, "mb", g.shape(weight(x, piece)), {});
   op(x, grad(piece) + ".matmul", "matmul", {a2, b2}, {gw}, {{"transpose_a", true}});
 }
 
@@ -133,7 +133,7 @@ void Builder::moe_backward(int i, Coord x0) {
     std::string g_logits = act(x, grad(m + ".logits"), probs_full, kRow);
     op(x, grad(m + ".logits"), "mul", {probs, diff}, {g_logits});
     const std::string n2 = tokens2d(x, n, l + ".mn.out");
-    std::string gwr = grad_target(x, m + ".wr", "mb", {s.H, s.E});
+    std::string gwr = grad_target(x, m + ".wr", "mb", {s.H, s.E}, {});
     op(x, grad(m + ".wr") + ".matmul", "matmul", {n2, tokens2d(x, g_logits, grad(m + ".logits"))},
        {gwr}, {{"transpose_a", true}});
     std::string router = act(x, grad(m + ".n.router"), hs, kRow);
@@ -147,7 +147,7 @@ void Builder::moe_backward(int i, Coord x0) {
     std::string g_smid = act(x, grad(m + ".smid"), sffn, sspec);
     op(x, grad(m + ".smid"), "matmul", {gy, weight(x, m + ".wsd")}, {g_smid},
        {{"transpose_b", true}});
-    std::string gwsd = grad_target(x, m + ".wsd", "mb", g.shape(weight(x, m + ".wsd")));
+    std::string gwsd = grad_target(x, m + ".wsd", "mb", g.shape(weight(x, m + ".wsd")), {});
     op(x, grad(m + ".wsd") + ".matmul", "matmul",
        {tokens2d(x, at(x, m + ".smid"), m + ".smid"), tokens2d(x, gy, gy_name)}, {gwsd},
        {{"transpose_a", true}});
@@ -161,7 +161,7 @@ void Builder::moe_backward(int i, Coord x0) {
     op(x, grad(m + ".sgate"), "mul", {g_sact, dsilu}, {g_sgate});
     for (const char* w : {"sgate", "sup"}) {
       const std::string piece = m + (w == std::string("sgate") ? ".wsg" : ".wsu");
-      std::string gw = grad_target(x, piece, "mb", g.shape(weight(x, piece)));
+      std::string gw = grad_target(x, piece, "mb", g.shape(weight(x, piece)), {});
       const std::string gt = grad(m + "." + w);
       op(x, grad(piece) + ".matmul", "matmul", {n2, tokens2d(x, at(x, gt), gt)}, {gw},
          {{"transpose_a", true}});

@@ -135,6 +135,11 @@ nlohmann::json GraphBuilder::to_json() const {
         of["slice"] = std::move(slice);
       }
       if (t.of->n > 1) of["part"] = {t.of->k, t.of->n};
+      if (!t.of->over.empty()) {
+        nlohmann::json over = nlohmann::json::array();
+        for (auto [lo, hi] : t.of->over) over.push_back({lo, hi});
+        of["over"] = std::move(over);
+      }
       j["of"] = std::move(of);
     }
     tensors[name] = std::move(j);

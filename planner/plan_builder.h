@@ -26,6 +26,7 @@ struct Claim {
   Slice slice;  // empty: the whole logical tensor
   int64_t k = 0;
   int64_t n = 1;  // n == 1: a plain claim (no "part" is written)
+  Slice over;     // a partial sum of a contraction over this index box (empty: none)
 };
 
 // An exact constant as the format's "p/q" string (reduced; "3" if integral).

@@ -114,14 +114,14 @@ std::string transformer_first_tensor(const ModelShape& model, const PlanConfig& 
 
 // How one dimension of a logical tensor is cut over the mesh.
 enum class Ax {
-  Full,    // not cut
-  Batch,   // sequences of (micro-batch, dp rank), micro-batch major
-  Seq,     // context-parallel chunk
-  SeqSp,   // context-parallel chunk, then the tp rank's piece under sequence parallelism
-  Tp,      // block t of tp (heads, ffn columns, vocabulary)
-  Kv,      // the kv heads of tp rank t (replicated when tp exceeds the kv heads)
-  TpGate,  // block t of the first half (gate columns of the fused gate/up weight)
-  TpUp,    // block t of the second half (up columns)
+  Full,      // not cut
+  Batch,     // sequences of (micro-batch, dp rank), micro-batch major
+  Seq,       // context-parallel chunk
+  SeqSp,     // context-parallel chunk, then the tp rank's piece under sequence parallelism
+  Tp,        // block t of tp (heads, ffn columns, vocabulary)
+  Kv,        // the kv heads of tp rank t (replicated when tp exceeds the kv heads)
+  TpGate,    // block t of the first half (gate columns of the fused gate/up weight)
+  TpUp,      // block t of the second half (up columns)
   KvModulo,  // bug kv-heads-not-replicated: kv head t % kv_heads
   MbBatch,   // sequences of micro-batch m over every dp rank (what an expert owner gets)
   Expert,    // expert block of ep rank d (ep == dp); every expert when ep == 1
@@ -260,9 +260,7 @@ class Builder {
   void add_input(const std::string& name);
   void add_output(const std::string& name);
   const Param& param(const std::string& local) const;
-  std::string weight(const Coord& x, const std::string& local) const {
-    return at_rank(x, local);
-  }
+  std::string weight(const Coord& x, const std::string& local) const { return at_rank(x, local); }
   void inputs();
   // Whether layer i multiplies by the fused gate/up weight (see transformer_mlp.cpp).
   bool fused_gate_up(int layer) const;
@@ -274,8 +272,7 @@ class Builder {
   // Writes d(in) into the local tensor of logical `out_logical`.
   std::string rmsnorm_backward(const Coord& x, const std::string& prefix, const std::string& in,
                                const std::string& w_local, const std::string& dy,
-                               const std::string& out_logical, const Shape& full,
-                               const Spec& spec);
+                               const std::string& out_logical, const Shape& full, const Spec& spec);
   std::string rope(const Coord& x, const std::string& in, const std::string& out_logical,
                    bool backward, const Shape& full, const Spec& spec, Part part = {});
   void attention_forward(int i, Coord x);
@@ -344,8 +341,25 @@ class Builder {
   // Declares (and records) the local tensor that receives one contribution
   // (`what`: which one) to the gradient of parameter piece `local` on x's
   // rank; `shape` is the piece's local shape.
+  // `index` is the extent of the local contraction that computes it (the
+  // micro-batch's tokens, or its [batch, seq] for a sum over both): where
+  // the layout allows, the contribution claims its partial sum over them
+  // (lineage "over", partial_box).
   std::string grad_target(const Coord& x, const std::string& local, const std::string& what,
-                          const Shape& shape);
+                          const Shape& shape, const Shape& index);
+  // The index box of x's micro-batch (or, `whole_rank`, of all x's rank's
+  // micro-batches) in the logical contraction that computes the gradient of
+  // piece `local`, when its contributions can claim partial sums: the
+  // batch rows of a rank are contiguous (no MoE lock step, no cp or sp
+  // split of the tokens) and the piece's gradient is one contraction (not
+  // the tied table's two, not kv heads split over replicas).
+  std::optional<SymSlice> partial_box(const Coord& x, const std::string& local,
+                                      bool whole_rank) const;
+  // The tensor holding the sum of x's rank's contributions to `p`, claimed
+  // as that partial sum when partial_box allows.
+  void declare_rank_sum(const Coord& x, const Param& p, const std::string& local,
+                        const Shape& shape);
+  std::map<std::pair<int, std::string>, Shape> grad_index_;  // grad_key, piece -> index
   void update_params();
   void update_piece(const std::vector<const Param*>& pieces);
   // transformer_update_compact.cpp: the same in the compact form, where the

@@ -46,8 +46,8 @@ std::string Builder::reduce_kv(const Coord& x, const std::string& g_exp, const s
   op(x, name + ".r5", "reshape", {g_exp}, {r5}, {{"shape", g.shape(r5)}});
   const int rep = s.kv_replicas();
   Part part{Aff(x.c) * rep + kv_replica(x), int64_t(s.cp) * rep};
-  std::string out = act(x, name, {s.B, s.NKV, seq_len, s.D},
-                        {Ax::Batch, Ax::Kv, Ax::Full, Ax::Full}, part);
+  std::string out =
+      act(x, name, {s.B, s.NKV, seq_len, s.D}, {Ax::Batch, Ax::Kv, Ax::Full, Ax::Full}, part);
   op(x, name + ".sum_groups", "sum", {r5}, {out}, {{"dims", {2}}});
   return out;
 }
@@ -182,7 +182,7 @@ void Builder::attention_backward(int i, Coord x0) {
     op(x, l + ".ctx.flat.2d", "reshape", {flat}, {flat2}, {{"shape", g.shape(flat2)}});
     std::string gh2 = scratch(x, grad(l + ".h") + ".2d", {tokens, s.H});
     op(x, grad(l + ".h") + ".2d", "reshape", {gh}, {gh2}, {{"shape", g.shape(gh2)}});
-    std::string gwo = grad_target(x, l + ".wo", "mb", g.shape(weight(x, l + ".wo")));
+    std::string gwo = grad_target(x, l + ".wo", "mb", g.shape(weight(x, l + ".wo")), {tokens});
     op(x, grad(l + ".wo") + ".matmul", "matmul", {flat2, gh2}, {gwo}, {{"transpose_a", true}});
 
     std::string g_ctx_t = act(x, grad(l + ".ctx.t"), q4, q4_spec);
@@ -270,8 +270,8 @@ void Builder::attention_backward(int i, Coord x0) {
     std::string g_qr = act(x, grad(l + ".q.rope"), q4, q4_spec);
     op(x, grad(l + ".q.rope"), "transpose", {at(x, grad(l + ".q.t"))}, {g_qr}, swap);
     std::string g_q4 = rope(x, g_qr, grad(l + ".q4"), true, q4, q4_spec);
-    std::string g_k4 = rope(x, at(x, grad(l + ".k.rope")), grad(l + ".k4"), true, k4, k4_spec,
-                            kv_part);
+    std::string g_k4 =
+        rope(x, at(x, grad(l + ".k.rope")), grad(l + ".k4"), true, k4, k4_spec, kv_part);
     const std::string n = gather_seq(x, l + ".an.out", hs, resid_spec, 1);
     const int64_t tokens = g.shape(n)[0] * g.shape(n)[1];
     std::string n2 = scratch(x, l + ".an.out.2d", {tokens, s.H});
@@ -283,7 +283,7 @@ void Builder::attention_backward(int i, Coord x0) {
       std::string flat2 = scratch(x, grad(l + "." + w) + ".2d", {tokens, g.shape(flat)[2]});
       op(x, grad(l + "." + w) + ".2d", "reshape", {flat}, {flat2}, {{"shape", g.shape(flat2)}});
       const std::string piece = l + ".w" + w;
-      std::string gw = grad_target(x, piece, "mb", g.shape(weight(x, piece)));
+      std::string gw = grad_target(x, piece, "mb", g.shape(weight(x, piece)), {tokens});
       op(x, grad(piece) + ".matmul", "matmul", {n2, flat2}, {gw}, {{"transpose_a", true}});
     };
     flatten("q", g_q4, q_full, q_spec, {});

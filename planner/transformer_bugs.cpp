@@ -149,7 +149,9 @@ const std::vector<BugSpec>& table() {
         "the pipeline send of a stage boundary activation for micro-batch 1 carries micro-batch "
         "0's activation",
         "pipeline schedule indexes the wrong micro-batch buffer"},
-       [](const Layout& s) { return needs(s.pp >= 2 && s.mb >= 2, "pp >= 2 and microbatches >= 2"); },
+       [](const Layout& s) {
+         return needs(s.pp >= 2 && s.mb >= 2, "pp >= 2 and microbatches >= 2");
+       },
        [](const Layout& s) { return boundary_resid(s); }},
       {{"pp-stage-layers-swapped",
         "the last pipeline stage loads the weights of its first two layers in swapped order",

@@ -82,9 +82,13 @@ SymSlice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) 
         slice.push_back({0, n});
         break;
       case Ax::Batch:
-        // Micro-batch major: the sequences of one micro-batch over all dp
-        // ranks are contiguous (an expert all_to_all gathers exactly those).
-        slice.push_back(block(n, int64_t(s.dp) * s.mb, Aff(x.m) * s.dp + x.d));
+        // MoE: micro-batch major, the sequences of one micro-batch over all
+        // dp ranks are contiguous (an expert all_to_all gathers exactly
+        // those). Otherwise rank major, as a data loader shards a global
+        // batch: a rank's gradient is then a partial sum over contiguous
+        // rows (partial_box).
+        slice.push_back(block(n, int64_t(s.dp) * s.mb,
+                              s.moe() ? Aff(x.m) * s.dp + x.d : Aff(x.d) * s.mb + x.m));
         break;
       case Ax::Seq:
         slice.push_back(block(n, s.cp, x.c));
@@ -147,8 +151,7 @@ std::string Builder::scratch(const Coord& x, const std::string& name, const Shap
 }
 
 void Builder::op(const Coord& x, const std::string& name, const std::string& op,
-                 std::vector<std::string> in, std::vector<std::string> out,
-                 nlohmann::json attrs) {
+                 std::vector<std::string> in, std::vector<std::string> out, nlohmann::json attrs) {
   g.op(at(x, name), op, std::move(in), std::move(out), std::move(attrs));
 }
 
@@ -283,8 +286,7 @@ void Builder::tp_sum(Coord x, const std::string& name, const Shape& full, Spec s
   });
 }
 
-std::string Builder::gather_seq(const Coord& x, const std::string& name, const Shape&, Spec,
-                                int) {
+std::string Builder::gather_seq(const Coord& x, const std::string& name, const Shape&, Spec, int) {
   return s.sp ? at(x, name) + ".sp" : at(x, name);
 }
 

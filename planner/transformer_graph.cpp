@@ -36,7 +36,9 @@ class V1Graph : public Graph {
     if (of) {
       Slice slice;
       for (const auto& [lo, hi] : of->slice) slice.push_back({lo.value(), hi.value()});
-      claim = Claim{of->tensor, std::move(slice), of->k.value(), of->n};
+      Slice over;
+      for (const auto& [lo, hi] : of->over) over.push_back({lo.value(), hi.value()});
+      claim = Claim{of->tensor, std::move(slice), of->k.value(), of->n, std::move(over)};
     }
     g_.tensor(name, shape, s_.rank(x.d, x.c, x.t, x.p), std::move(claim), dtype);
   }
@@ -77,7 +79,9 @@ class CompactGraph : public Graph {
     if (of) {
       std::vector<ExprRange> slice;
       for (const auto& [lo, hi] : of->slice) slice.push_back({lo.expr(), hi.expr()});
-      claim = ClaimTemplate{of->tensor, std::move(slice), of->k.expr(), of->n};
+      std::vector<ExprRange> over;
+      for (const auto& [lo, hi] : of->over) over.push_back({lo.expr(), hi.expr()});
+      claim = ClaimTemplate{of->tensor, std::move(slice), of->k.expr(), of->n, std::move(over)};
     }
     g_.select(size_t(x.p));
     size_t index = g_.tensor({name, shape, std::move(claim), when_, false, false, dtype});

@@ -35,6 +35,7 @@ struct SymClaim {
   SymSlice slice;  // empty: the whole logical tensor
   Aff k = 0;
   int64_t n = 1;
+  SymSlice over = {};  // a contraction's partial sum over this index box (empty: none)
 };
 
 // A collective's members: ranks (v1) or the mesh axes they vary along (compact).

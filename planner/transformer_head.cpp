@@ -111,7 +111,7 @@ void Builder::embedding_backward(Coord x0) {
     op(x, "emb.onehot.2d", "reshape", {oh}, {oh2}, {{"shape", g.shape(oh2)}});
     std::string gx2 = scratch(x, grad(resid(0)) + ".2d", {tokens, s.H});
     op(x, grad(resid(0)) + ".2d", "reshape", {gx}, {gx2}, {{"shape", g.shape(gx2)}});
-    std::string ge = grad_target(x, "emb", "lookup", g.shape(weight(x, "emb")));
+    std::string ge = grad_target(x, "emb", "lookup", g.shape(weight(x, "emb")), {tokens});
     op(x, grad("emb") + ".lookup", "matmul", {oh2, gx2}, {ge}, {{"transpose_a", true}});
   });
 }
@@ -236,10 +236,10 @@ void Builder::head_forward_backward(Coord x0) {
     std::string gl2 = scratch(x, grad("logits") + ".2d", {tokens, g.shape(gl)[2]});
     op(x, grad("logits") + ".2d", "reshape", {gl}, {gl2}, {{"shape", g.shape(gl2)}});
     if (s.tie) {
-      std::string ge = grad_target(x, "emb", "head", g.shape(weight(x, "emb")));
+      std::string ge = grad_target(x, "emb", "head", g.shape(weight(x, "emb")), {tokens});
       op(x, grad("emb") + ".head", "matmul", {gl2, nf2}, {ge}, {{"transpose_a", true}});
     } else {
-      std::string gw = grad_target(x, "lm", "mb", g.shape(weight(x, "lm")));
+      std::string gw = grad_target(x, "lm", "mb", g.shape(weight(x, "lm")), {tokens});
       op(x, grad("lm") + ".matmul", "matmul", {nf2, gl2}, {gw}, {{"transpose_a", true}});
     }
   });

@@ -49,15 +49,18 @@ void Builder::declare_params() {
   }
   if (!s.logical && s.bug("kv-heads-not-replicated"))
     for (Param& prm : params_)
-      if (prm.logical == layer(s.bug_layer()) + ".wk" || prm.logical == layer(s.bug_layer()) + ".wv")
+      if (prm.logical == layer(s.bug_layer()) + ".wk" ||
+          prm.logical == layer(s.bug_layer()) + ".wv")
         prm.spec[1] = Ax::KvModulo;
   if (!s.logical && s.bug("pp-stage-layers-swapped")) {
     // The last stage's first two layers load each other's weights.
     const std::string a = layer(s.stage_begin(s.last_stage())) + ".",
                       b = layer(s.stage_begin(s.last_stage()) + 1) + ".";
     for (Param& prm : params_) {
-      if (prm.logical.rfind(a, 0) == 0) prm.loaded = b + prm.logical.substr(a.size());
-      else if (prm.logical.rfind(b, 0) == 0) prm.loaded = a + prm.logical.substr(b.size());
+      if (prm.logical.rfind(a, 0) == 0)
+        prm.loaded = b + prm.logical.substr(a.size());
+      else if (prm.logical.rfind(b, 0) == 0)
+        prm.loaded = a + prm.logical.substr(b.size());
     }
   }
   add_param("emb", {s.V, H}, {Ax::Tp, Ax::Full}, 0);

@@ -15,13 +15,16 @@ std::string str(int64_t v) {
 }  // namespace
 
 Layout::Layout(const ModelShape& shape, const PlanConfig& config) : model(shape), c(config) {
-  auto reject = [&](const std::string& why) { throw std::invalid_argument(model.name + ": " + why); };
+  auto reject = [&](const std::string& why) {
+    throw std::invalid_argument(model.name + ": " + why);
+  };
   if (c.layers == 0) c.layers = model.layers;
   if (c.batch == 0) c.batch = int(model.batch);
   if (c.seq == 0) c.seq = model.seq;
   if (c.optimizer.empty()) c.optimizer = "adam";
   if (c.hidden != 0 && c.hidden != model.hidden)
-    reject("--hidden is fixed by the model (" + str(model.hidden) + "); pick another model instead");
+    reject("--hidden is fixed by the model (" + str(model.hidden) +
+           "); pick another model instead");
   L = c.layers, dp = c.dp, tp = c.tp, pp = c.pp, cp = c.cp, mb = c.microbatches, zero = c.zero;
   sp = c.sp, tie = c.tie_embeddings;
   B = c.batch, S = c.seq, H = model.hidden, NH = model.heads, NKV = model.kv_heads;

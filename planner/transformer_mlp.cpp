@@ -40,10 +40,9 @@ void Builder::mlp_forward(int i, Coord x0) {
     if (fused_gate_up(i)) {
       const std::string w = fused_weight(x, i);
       const int64_t f_local = g.shape(w)[1] / 2;
-      std::string gu = s.logical ? act(x, l + ".gu", {s.B, s.S, 2 * s.F},
-                                       {Ax::Batch, Ax::Seq, Ax::Full})
-                                 : scratch(x, l + ".gu.local",
-                                           {g.shape(n)[0], g.shape(n)[1], 2 * f_local});
+      std::string gu =
+          s.logical ? act(x, l + ".gu", {s.B, s.S, 2 * s.F}, {Ax::Batch, Ax::Seq, Ax::Full})
+                    : scratch(x, l + ".gu.local", {g.shape(n)[0], g.shape(n)[1], 2 * f_local});
       op(x, l + ".gu", "matmul", {n, w}, {gu});
       op(x, l + ".gate", "slice", {gu}, {gate}, {{"dim", -1}, {"start", 0}, {"end", f_local}});
       op(x, l + ".up", "slice", {gu}, {up},
@@ -89,7 +88,8 @@ void Builder::mlp_backward(int i, Coord x0) {
     op(x, l + ".mid.2d", "reshape", {mid}, {mid2}, {{"shape", g.shape(mid2)}});
     std::string gy2 = scratch(x, gy_name + ".2d", {tokens, s.H});
     op(x, gy_name + ".2d", "reshape", {gy}, {gy2}, {{"shape", g.shape(gy2)}});
-    std::string gdown = grad_target(x, l + ".wdown", "mb", g.shape(weight(x, l + ".wdown")));
+    std::string gdown =
+        grad_target(x, l + ".wdown", "mb", g.shape(weight(x, l + ".wdown")), {tokens});
     op(x, grad(l + ".wdown") + ".matmul", "matmul", {mid2, gy2}, {gdown}, {{"transpose_a", true}});
 
     std::string g_act = act(x, grad(l + ".act"), ffn, kFfn);
@@ -110,14 +110,14 @@ void Builder::mlp_backward(int i, Coord x0) {
       const std::string g_act = at(x, name);
       std::string g2 = scratch(x, name + ".2d", {tokens, g.shape(g_act)[2]});
       op(x, name + ".2d", "reshape", {g_act}, {g2}, {{"shape", g.shape(g2)}});
-      std::string gw = grad_target(x, piece, what, {s.H, g.shape(g_act)[2]});
+      std::string gw = grad_target(x, piece, what, {s.H, g.shape(g_act)[2]}, {tokens});
       op(x, grad(piece) + ".matmul", "matmul", {n2, g2}, {gw}, {{"transpose_a", true}});
     };
     if (fused_gate_up(i)) {
-      std::string g_gu = s.logical ? act(x, grad(l + ".gu"), {s.B, s.S, 2 * s.F},
-                                         {Ax::Batch, Ax::Seq, Ax::Full})
-                                   : scratch(x, grad(l + ".gu.local"),
-                                             {g.shape(g_gate)[0], g.shape(g_gate)[1], 2 * f_local});
+      std::string g_gu =
+          s.logical ? act(x, grad(l + ".gu"), {s.B, s.S, 2 * s.F}, {Ax::Batch, Ax::Seq, Ax::Full})
+                    : scratch(x, grad(l + ".gu.local"),
+                              {g.shape(g_gate)[0], g.shape(g_gate)[1], 2 * f_local});
       op(x, grad(l + ".gu"), "concat", {g_gate, g_up}, {g_gu}, {{"dim", -1}});
       weight_grad(grad(l + (s.logical ? ".gu" : ".gu.local")),
                   s.logical ? l + ".wgu" : l + ".wgu.block", "mb");

@@ -21,8 +21,8 @@ Spec last_full(Spec s) {
 // y = x * r * w with r = rsqrt(mean(x^2) + eps); r and x*r are kept for the
 // backward.
 std::string Builder::rmsnorm_forward(const Coord& x, const std::string& prefix,
-                                     const std::string& in, const std::string& w,
-                                     const Shape& full, const Spec& spec) {
+                                     const std::string& in, const std::string& w, const Shape& full,
+                                     const Spec& spec) {
   const Shape row = keep_last_one(full);
   const Spec row_spec = last_full(spec);
   std::string sq = act(x, prefix + ".sq", full, spec);
@@ -56,7 +56,9 @@ std::string Builder::rmsnorm_backward(const Coord& x, const std::string& prefix,
   op(x, gp + ".dy_xr", "mul", {dy, xr}, {prod});
   std::vector<int> token_dims;
   for (size_t k = 0; k + 1 < full.size(); ++k) token_dims.push_back(int(k));
-  std::string dw = grad_target(x, w_local, "dw", {full.back()});
+  Shape index = g.shape(prod);  // the token dims the sum runs over
+  index.pop_back();
+  std::string dw = grad_target(x, w_local, "dw", {full.back()}, index);
   op(x, gp + ".dw", "sum", {prod}, {dw}, {{"dims", token_dims}});
 
   std::string wdy = act(x, gp + ".wdy", full, spec);

@@ -74,7 +74,9 @@ void Builder::bias_backward(int i, Coord x0) {
   // that is the rank's sequence piece, summed over tp in update_piece like
   // the norm weights; under cp the dp x cp all-reduce sums the chunks.
   each_cp_tp(x0, [&](const Coord& x) {
-    std::string gb = grad_target(x, l + ".bo", "mb", {s.H});
+    std::string gb =
+        grad_target(x, l + ".bo", "mb", {s.H},
+                    {g.shape(at(x, grad(l + ".h")))[0], g.shape(at(x, grad(l + ".h")))[1]});
     op(x, grad(l + ".bo") + ".sum", "sum", {at(x, grad(l + ".h"))}, {gb}, {{"dims", {0, 1}}});
   });
 }

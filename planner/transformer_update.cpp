@@ -18,12 +18,19 @@ std::string str(int64_t v) {
 }  // namespace
 
 std::string Builder::grad_target(const Coord& x, const std::string& local, const std::string& what,
-                                 const Shape& shape) {
+                                 const Shape& shape, const Shape& index) {
   // The logical graph has one contribution per parameter (two for a tied
   // table): it writes the gradient itself.
   const bool direct = s.logical && !(s.tie && local == "emb");
   std::string name = direct ? grad(local) : at(x, grad(local) + "." + what);
-  g.tensor(x, name, shape, std::nullopt, "f32");
+  grad_index_[{grad_key(x), local}] = index;
+  if (std::optional<SymSlice> box = partial_box(x, local, false)) {
+    const Param& p = param(local);
+    g.tensor(x, name, shape, SymClaim{grad(p.logical), slice_of(x, p.full, p.spec), 0, 1, *box},
+             "f32");
+  } else {
+    g.tensor(x, name, shape, std::nullopt, "f32");
+  }
   grads_[{grad_key(x), local}].push_back(name);
   grad_whats_[{grad_key(x), local}].push_back(grad(local) + "." + what);
   return name;
@@ -31,8 +38,8 @@ std::string Builder::grad_target(const Coord& x, const std::string& local, const
 
 nlohmann::json Builder::optimizer_attrs() const {
   if (!s.adam()) return {{"lr", "1/100"}};
-  return {{"lr", "3/10000"}, {"beta1", "9/10"},   {"beta2", "19/20"},
-          {"eps", "1/100000000"}, {"step", 1}, {"weight_decay", "1/10"}};
+  return {{"lr", "3/10000"},      {"beta1", "9/10"}, {"beta2", "19/20"},
+          {"eps", "1/100000000"}, {"step", 1},       {"weight_decay", "1/10"}};
 }
 
 void Builder::update_params() {
@@ -98,7 +105,13 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
       }
       for (size_t k = 1; k < terms.size(); ++k) {
         const bool final_add = last && k + 1 == terms.size();
-        std::string next = output(p, int(idx), x, "acc" + str(k), final_add, shape);
+        std::string next;
+        if (k + 1 == terms.size() && !final_add) {
+          next = at_rank(x, grad(p.local) + ".acc" + str(k));
+          declare_rank_sum(x, p, next, shape);
+        } else {
+          next = output(p, int(idx), x, "acc" + str(k), final_add, shape);
+        }
         g.op(at_rank(x, grad(p.local) + ".acc" + str(k)), "add", {acc, terms[k]}, {next});
         acc = next;
       }
@@ -199,7 +212,8 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
     }
 
   for (size_t idx = 0; idx < pieces.size(); ++idx)
-    for (const Coord& x : coords(*pieces[idx])) step(*pieces[idx], x, cur[{int(idx), rank(x)}], zero);
+    for (const Coord& x : coords(*pieces[idx]))
+      step(*pieces[idx], x, cur[{int(idx), rank(x)}], zero);
 }
 
 SymSlice Builder::zero_slice(const Param& p, const Coord& x) const {
@@ -212,6 +226,33 @@ SymSlice Builder::zero_slice(const Param& p, const Coord& x) const {
   const Aff j = Aff(x.d) * s.cp + x.c;
   slice[0] = {slice[0].first + j * (len / n_dp), slice[0].first + j * (len / n_dp) + len / n_dp};
   return slice;
+}
+
+std::optional<SymSlice> Builder::partial_box(const Coord& x, const std::string& local,
+                                             bool whole_rank) const {
+  if (s.logical || s.moe() || s.cp > 1 || s.sp || (s.tie && local == "emb")) return std::nullopt;
+  const Param& p = param(local);
+  for (Ax a : p.spec)
+    if (a == Ax::Kv && s.kv_replicas() > 1) return std::nullopt;
+  auto it = grad_index_.find({grad_key(x), local});
+  if (it == grad_index_.end()) return std::nullopt;
+  const Shape& index = it->second;
+  if (index.empty()) return std::nullopt;
+  // Rank-major batch blocks (slice_of, Ax::Batch): block d*mb + m.
+  const int64_t rows = index[0] * (whole_rank ? s.mb : 1);
+  const Aff block = whole_rank ? Aff(x.d) : Aff(x.d) * s.mb + x.m;
+  SymSlice box = {{block * rows, block * rows + rows}};
+  for (size_t k = 1; k < index.size(); ++k) box.push_back({0, index[k]});
+  return box;
+}
+
+void Builder::declare_rank_sum(const Coord& x, const Param& p, const std::string& local,
+                               const Shape& shape) {
+  if (std::optional<SymSlice> box = partial_box(x, p.local, true))
+    g.tensor(x, local, shape, SymClaim{grad(p.logical), slice_of(x, p.full, p.spec), 0, 1, *box},
+             "f32");
+  else
+    g.tensor(x, local, shape, std::nullopt, "f32");
 }
 
 void Builder::declare(const Coord& x, const std::string& local, const std::string& logical,

@@ -77,7 +77,10 @@ void Builder::update_piece_compact(const Param& p) {
       }
       if (last_mb == hi) {
         Graph::When final(g, mbs(hi, hi));
-        output("acc" + k.text(), accumulated, shape);
+        if (accumulated)
+          output("acc" + k.text(), true, shape);
+        else
+          declare_rank_sum(x, p, at_rank(x, acc) + k.text(), shape);
       }
       // The micro-batch whose link k is 1: it adds term{0} itself.
       const int first = W == 1 ? 1 : j == 1 ? 0 : -1;
