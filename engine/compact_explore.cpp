@@ -114,10 +114,14 @@ struct Explorer::Impl {
   };
   struct NodeKeyHash {
     size_t operator()(const NodeKey& k) const {
+      // splitmix64's finaliser over all fields: every input bit reaches
+      // every output bit, so buckets stay short.
       uint64_t h = (static_cast<uint64_t>(k.program) << 40) ^
                    (static_cast<uint64_t>(k.element) << 8) ^ static_cast<uint64_t>(k.kind);
-      return static_cast<size_t>((h ^ static_cast<uint64_t>(k.packed) * 0x9e3779b97f4a7c15ull) *
-                                 0xff51afd7ed558ccdull);
+      h ^= static_cast<uint64_t>(k.packed) * 0x9e3779b97f4a7c15ull;
+      h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+      h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+      return static_cast<size_t>(h ^ (h >> 31));
     }
   };
   enum Node { kTensorWalk, kSeedWalk, kOpWalk, kShallowOp };
