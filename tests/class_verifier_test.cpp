@@ -140,6 +140,48 @@ TEST(ClassVerifier, LlamaPlanSameVerdictAsTheExpansion) {
   EXPECT_EQ(by_classes(plan).verdict, Verdict::NotEquivalent);
 }
 
+// Data-parallel gradients claim partial sums (lineage "over"): each
+// micro-batch's and each rank's. The llama planner writes them; per class
+// they give the expansion's verdicts, and a rank that accumulates one
+// micro-batch twice (dp=1 only) is found at its own rank sum.
+TEST(ClassVerifier, PartialSumClaimsOfGradientsAreCheckedPerClass) {
+  planner::PlanConfig c = testing::transformer_config(2, 3, 2, 2, 4);
+  c.compact = true;
+  for (const char* bug :
+       {"", "dp-grad-mean-not-sum", "dp-grad-not-synced", "microbatch-loss-scale"}) {
+    c.bug = bug;
+    nlohmann::json plan = planner::generate_plan("llama3-tiny", c);
+    EXPECT_NE(plan.dump().find("\"over\""), std::string::npos);
+    Report a = expanded(plan), b = by_classes(plan);
+    EXPECT_EQ(a.verdict, b.verdict) << bug << "\n" << testing::explain(b);
+    EXPECT_EQ(b.verdict, *bug ? Verdict::NotEquivalent : Verdict::Equivalent)
+        << bug << "\n"
+        << testing::explain(b);
+  }
+  c.bug = "";
+  nlohmann::json plan = planner::generate_plan("llama3-tiny", c);
+  nlohmann::json& ops = plan["parallel"]["programs"][0]["ops"];
+  size_t at = ops.size();
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i]["name"] == "dp{dp}.tp{tp}.pp0.grad.l0.wq.acc{mb}" && ops[i]["when"] == "mb >= 2")
+      at = i;
+  ASSERT_LT(at, ops.size());
+  nlohmann::json wrong = ops[at], after = ops[at];
+  ops[at]["when"] = "mb >= 2 && dp < 1";
+  after["when"] = "mb >= 2 && dp > 1";
+  ops.push_back(after);
+  wrong["when"] = "mb >= 2 && dp == 1";
+  wrong["in"][1] = "dp{dp}.tp{tp}.pp0.mb{mb - 1}.grad.l0.wq.mb";
+  ops.push_back(wrong);
+  Report a = expanded(plan), b = by_classes(plan);
+  EXPECT_EQ(a.verdict, Verdict::NotEquivalent) << testing::explain(a);
+  ASSERT_EQ(b.verdict, Verdict::NotEquivalent) << testing::explain(b);
+  ASSERT_FALSE(b.findings.empty());
+  const Finding& f = b.findings[0];
+  EXPECT_NE(f.stage.find("over [32:64]"), std::string::npos) << f.stage;
+  EXPECT_NE(f.message.find("dp=1"), std::string::npos) << f.message;
+}
+
 // An op no claim needs (dead code) is still read: one with a wrong shape at
 // an interior coordinate makes the plan invalid, as its expansion is.
 TEST(ClassVerifier, ADeadOpWithAShapeErrorIsInvalid) {
