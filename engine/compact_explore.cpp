@@ -384,8 +384,10 @@ struct Explorer::Impl {
 
   void op_walk(const Ref& r, const OpTemplate& o, const Coord& at, const Coord& lead, int64_t key) {
     sel->ops[r.program][r.element].insert(key);
-    for (const AttrTemplate& a : o.attrs)
-      if (a.expr) value(a.expr->eval(at));
+    // Attribute values are not recorded (docs/soundness.md, "Coordinate
+    // classes"): a value that shape reduction maps is a position, uniform
+    // over a box like a slice bound; any other is in the verdict key as
+    // written, so equal keys at the corners make it constant on the box.
     std::vector<Coord> members;
     int64_t n = 1;
     for (int axis : o.group) n *= m.size(axis);

@@ -182,6 +182,25 @@ TEST(ClassVerifier, PartialSumClaimsOfGradientsAreCheckedPerClass) {
   EXPECT_NE(f.message.find("dp=1"), std::string::npos) << f.message;
 }
 
+// Vocabulary-parallel ids are compared with constants affine in tp (each
+// rank's vocabulary range). Attribute values are not part of a corner's
+// record: they are positions that reduction maps, or in the verdict key as
+// written. Per class the plan still gives its expansion's verdicts, with an
+// interior tp class (tp 1..6 of 8), correct and with the range bug.
+TEST(ClassVerifier, AttributesAffineInTheCoordinatesGiveTheExpansionsVerdicts) {
+  planner::PlanConfig c = testing::transformer_config(1, 1, 8, 1, 1);
+  c.compact = true;
+  for (const char* bug : {"", "vocab-range-off-by-one"}) {
+    c.bug = bug;
+    nlohmann::json plan = planner::generate_plan("llama3-8b", c);
+    EXPECT_NE(plan.dump().find("\"expr\":\"tp*"), std::string::npos);
+    Report a = expanded(plan), b = by_classes(plan);
+    EXPECT_EQ(b.verdict, *bug ? Verdict::NotEquivalent : Verdict::Equivalent)
+        << bug << "\n" << testing::explain(b);
+    EXPECT_EQ(a.verdict, b.verdict) << bug;
+  }
+}
+
 // An op no claim needs (dead code) is still read: one with a wrong shape at
 // an interior coordinate makes the plan invalid, as its expansion is.
 TEST(ClassVerifier, ADeadOpWithAShapeErrorIsInvalid) {
