@@ -92,6 +92,21 @@ struct Explorer::Impl {
     return it->second;
   }
 
+  // The templates under a pattern's skeleton in `index` that no slot both
+  // write as digits tells apart from it ("l3" and "l7"): a fact of the plan,
+  // kept per pattern, so a lookup does not scan every layer's templates.
+  using Index = std::unordered_map<std::string, std::vector<Ref>>;
+  using Candidates = std::unordered_map<const Pattern*, std::vector<Ref>>;
+  Candidates decl_candidates, producer_candidates, claim_candidates;
+  const std::vector<Ref>& candidates(const Index& index, Candidates& memo, const Pattern& p) {
+    auto [it, fresh] = memo.try_emplace(&p);
+    if (fresh)
+      if (auto found = index.find(p.skeleton); found != index.end())
+        for (const Ref& r : found->second)
+          if (!written_apart(p, *r.pattern)) it->second.push_back(r);
+    return it->second;
+  }
+
   // The walk in progress.
   Selection* sel = nullptr;
   Selection* checked_sel = nullptr;
@@ -124,7 +139,7 @@ struct Explorer::Impl {
       return static_cast<size_t>(h ^ (h >> 31));
     }
   };
-  enum Node { kTensorWalk, kSeedWalk, kOpWalk, kShallowOp };
+  enum Node { kTensorWalk, kSeedWalk, kOpWalk, kShallowOp, kSeedClaim };
   // Sentinel for a node being walked: reaching it again closes a cycle,
   // which the expansion's own validation reports.
   static constexpr uint64_t kInProgress = 0x6379636c65ull;
@@ -296,20 +311,17 @@ struct Explorer::Impl {
     auto name = [&] { return ref.eval(at); };
     const std::vector<int64_t> v = slots(ref, at);
     const Pattern& rp = pattern(ref);
-    auto it = decls.find(rp.skeleton);
     std::optional<std::pair<Ref, Coord>> found;
-    if (it != decls.end())
-      for (const Ref& r : it->second) {
-        if (written_apart(rp, *r.pattern)) continue;
-        const Program& p = g.programs[r.program];
-        const TensorTemplate& t = p.tensors[r.element];
-        if (std::optional<Coord> c = solve(*r.pattern, t.per_mb, p.on, t.when, v, dev, name)) {
-          if (found)
-            throw ExploreError{"tensor \"" + name() + "\" (at " + where(*c, t.per_mb) +
-                               ") is declared by two templates"};
-          found = std::make_pair(r, *c);
-        }
+    for (const Ref& r : candidates(decls, decl_candidates, rp)) {
+      const Program& p = g.programs[r.program];
+      const TensorTemplate& t = p.tensors[r.element];
+      if (std::optional<Coord> c = solve(*r.pattern, t.per_mb, p.on, t.when, v, dev, name)) {
+        if (found)
+          throw ExploreError{"tensor \"" + name() + "\" (at " + where(*c, t.per_mb) +
+                             ") is declared by two templates"};
+        found = std::make_pair(r, *c);
       }
+    }
     if (!found)
       throw ExploreError{"tensor \"" + name() + "\" on device (" + where(dev, false) +
                          ") matches no tensor template the class verifier can relate to it "
@@ -323,12 +335,9 @@ struct Explorer::Impl {
     const TensorTemplate& t = g.programs[r.program].tensors[r.element];
     const std::vector<int64_t> v = slots(t.name, c);
     const Pattern& tp = pattern(t.name);
-    auto it = producers.find(tp.skeleton);
-    if (it == producers.end()) return std::nullopt;
     std::optional<std::pair<Ref, Coord>> found;
     auto name = [&] { return t.name.eval(c); };
-    for (const Ref& o : it->second) {
-      if (written_apart(tp, *o.pattern)) continue;
+    for (const Ref& o : candidates(producers, producer_candidates, tp)) {
       const Program& p = g.programs[o.program];
       const OpTemplate& op = p.ops[o.element];
       std::optional<Coord> at;
@@ -500,8 +509,7 @@ struct Explorer::Impl {
     std::vector<std::pair<Ref, Coord>> members;
     const std::vector<int64_t> tv = slots(lin.tensor, c);
     const Pattern& lp = pattern(lin.tensor);
-    for (const Ref& u : claims[lp.skeleton]) {
-      if (written_apart(lp, *u.pattern)) continue;
+    for (const Ref& u : candidates(claims, claim_candidates, lp)) {
       const TensorTemplate& t = g.programs[u.program].tensors[u.element];
       const Lineage& ul = *t.of;
       if (ul.has_part != lin.has_part || ul.over.size() != lin.over.size()) continue;
@@ -562,10 +570,7 @@ struct Explorer::Impl {
     AxisMask m = 0;
     for (const Affine& slot : rp.slots)
       if (self_axis(slot) < 0) m |= slot.mask();
-    auto it = decls.find(rp.skeleton);
-    if (it == decls.end()) return m;
-    for (const Ref& r : it->second) {
-      if (written_apart(rp, *r.pattern)) continue;
+    for (const Ref& r : candidates(decls, decl_candidates, rp)) {
       const TensorTemplate& t = g.programs[r.program].tensors[r.element];
       m |= g.programs[r.program].on.mask() | lineage_mask(t);
       for (size_t i = 0; i < r.pattern->slots.size() && i < rp.slots.size(); ++i) {
@@ -649,16 +654,20 @@ struct Explorer::Impl {
         if (!t.per_mb) c[kMbAxis] = 0;
         if (!holds(prog.on, c) || !holds(t.when, c)) continue;
         rec.seeds.push_back({p, e, c});
-        const Ref self{p, e, 0};
-        const std::vector<std::pair<Ref, Coord>>& members = group_of(self, c);
-        bool has_self = false;
-        for (const auto& [r, mc] : members)
-          has_self |= r.program == p && r.element == e && pack(mc) == pack(c);
-        if (!has_self)
-          throw ExploreError{"internal: the claim group of \"" + t.name.eval(c) +
-                             "\" does not hold it"};
-        value(static_cast<int64_t>(members.size()));
-        for (const auto& [r, mc] : members) tensor(r, mc, true);
+        // A claim instance seen from another anchor (one that differs only
+        // in axes the claim does not vary along) is one node.
+        node({p, e, pack(c), kSeedClaim}, [&] {
+          const Ref self{p, e, 0};
+          const std::vector<std::pair<Ref, Coord>>& members = group_of(self, c);
+          bool has_self = false;
+          for (const auto& [r, mc] : members)
+            has_self |= r.program == p && r.element == e && pack(mc) == pack(c);
+          if (!has_self)
+            throw ExploreError{"internal: the claim group of \"" + t.name.eval(c) +
+                               "\" does not hold it"};
+          value(static_cast<int64_t>(members.size()));
+          for (const auto& [r, mc] : members) tensor(r, mc, true);
+        });
       }
     }
     // Every op the anchor's instances run, claimed or not, so that each
