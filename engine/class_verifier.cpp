@@ -123,8 +123,8 @@ std::string class_text(const std::vector<AxisClasses>& axes, const std::vector<R
 
 // The pp axis (index in kAxisNames): anchors are verified one pipeline
 // stage at a time.
-constexpr int kPpAxis = 1;
-static_assert(kAxisNames[kPpAxis] == "pp");
+constexpr int kPpAxis = 1, kDpAxis = 0;
+static_assert(kAxisNames[kPpAxis] == "pp" && kAxisNames[kDpAxis] == "dp");
 
 // What one batch of anchors (one pipeline stage) explores: freed with it.
 struct Batch {
@@ -133,10 +133,10 @@ struct Batch {
   explicit Batch(const CompactGraph& g) : explorer(g), selection(g), checked(g) {}
 };
 
-// Corners are explored and verified one pipeline stage at a time (one batch
-// per value of pp on the grid; a single batch without pp): a batch's
-// expansion, plan and stages are freed before the next, so memory follows
-// the largest pipeline stage, not the plan.
+// Corners are explored and verified one pipeline stage and data-parallel
+// coordinate at a time (one batch per value of pp and dp on the grid): a
+// batch's expansion, plan and stages are freed before the next, so memory
+// follows the largest such batch, not the plan.
 class ClassRun {
  public:
   ClassRun(const Plan& plan, const VerifyOptions& options)
@@ -155,6 +155,13 @@ class ClassRun {
                        std::to_string(kMaxAnchors) +
                        "): the plan's conditions cut the mesh too finely");
       const std::vector<std::vector<Coord>> batches = batches_of(lists);
+      if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
+        for (size_t i = 0; i < axes_.size(); ++i) {
+          std::string points;
+          for (int64_t v : lists[i]) points += " " + std::to_string(v);
+          std::fprintf(stderr, "round %d, %s corners:%s\n", round,
+                       std::string(kAxisNames[axes_[i].axis]).c_str(), points.c_str());
+        }
       explored_ = 0;
       // 1. What every corner's walk decided (corners explored in an earlier
       // round are known: a walk is deterministic).
@@ -164,10 +171,11 @@ class ClassRun {
           if (!records_.count(pack(c))) fresh.push_back(c);
         if (fresh.empty()) continue;
         Batch b(g_);
-        if (std::optional<Report> r = explore(fresh, b, count)) return *r;
+        if (std::optional<Report> r = explore(fresh, b, count, true)) return *r;
         if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
-          std::fprintf(stderr, "round %d, pp=%lld: %zu corners explored, %zu ops, %.2f s\n", round,
-                       static_cast<long long>(fresh.front()[kPpAxis]), fresh.size(),
+          std::fprintf(stderr, "round %d, pp=%lld dp=%lld: %zu corners explored, %zu ops, %.2f s\n",
+                       round, static_cast<long long>(fresh.front()[kPpAxis]),
+                       static_cast<long long>(fresh.front()[kDpAxis]), fresh.size(),
                        b.selection.op_count(), explore_seconds_);
       }
       std::vector<std::vector<Range>> split = disagreeing_boxes([&](const Coord& c) {
@@ -185,7 +193,7 @@ class ClassRun {
       explored_ = 0;
       for (const std::vector<Coord>& anchors : batches) {
         Batch b(g_);
-        if (std::optional<Report> r = explore(anchors, b, count)) return *r;
+        if (std::optional<Report> r = explore(anchors, b, count, false)) return *r;
         Report sub = verify_batch(anchors, b, round, distinct);
         if (sub.verdict == Verdict::Invalid || sub.verdict == Verdict::InternalError) return sub;
         merge(all, std::move(sub));
@@ -231,24 +239,30 @@ class ClassRun {
     return lists;
   }
 
-  // The grid's points, one list per value of pp.
+  // The grid's points, one list per value of pp and dp: a batch holds one
+  // pipeline stage's corners at one data-parallel coordinate, whose walks
+  // meet other dp coordinates only at claims (a gradient's all-reduce).
   std::vector<std::vector<Coord>> batches_of(const std::vector<std::vector<int64_t>>& lists) const {
-    std::map<int64_t, std::vector<Coord>> by_pp;
-    each_point(axes_, lists, [&](const Coord& c) { by_pp[c[kPpAxis]].push_back(c); });
+    std::map<std::pair<int64_t, int64_t>, std::vector<Coord>> by_pp_dp;
+    each_point(axes_, lists, [&](const Coord& c) {
+      by_pp_dp[{c[kPpAxis], c[kDpAxis]}].push_back(c);
+    });
     std::vector<std::vector<Coord>> out;
-    for (auto& [pp, anchors] : by_pp) out.push_back(std::move(anchors));
+    for (auto& [key, anchors] : by_pp_dp) out.push_back(std::move(anchors));
     return out;
   }
 
   // Explores `anchors` into `b`, keeping their records; a report if the
-  // walk cannot go on.
-  std::optional<Report> explore(const std::vector<Coord>& anchors, Batch& b, size_t total) {
+  // walk cannot go on. Progress is announced the first time (`announce`):
+  // the stages pass explores its batches again, silently.
+  std::optional<Report> explore(const std::vector<Coord>& anchors, Batch& b, size_t total,
+                                bool announce) {
     auto start = Clock::now();
     try {
       for (const Coord& c : anchors) {
         records_[pack(c)] = b.explorer.explore(c, b.selection, b.checked);
         ++explored_;
-        if (options_.progress &&
+        if (announce && options_.progress &&
             (explored_ % 16 == 0 || explored_ == static_cast<int64_t>(total))) {
           VerifyProgress p;
           p.done = explored_;
@@ -336,11 +350,13 @@ class ClassRun {
       if (s) distinct.insert(s->id.key);
     if (std::getenv("SHARDPROOF_DEBUG_CLASSES")) {
       std::set<std::string> verdicts(record.verdict_keys.begin(), record.verdict_keys.end());
-      std::fprintf(stderr,
-                   "round %d, pp=%lld: %zu anchors, %zu ops, %zu stages, %zu distinct verdict "
-                   "keys, explore %.2f s\n",
-                   round, static_cast<long long>(anchors.front()[kPpAxis]), anchors.size(),
-                   b.selection.op_count(), record.units.size(), verdicts.size(), explore_seconds_);
+      std::fprintf(
+          stderr,
+          "round %d, pp=%lld dp=%lld: %zu anchors, %zu ops, %zu stages, %zu distinct verdict "
+          "keys, explore %.2f s\n",
+          round, static_cast<long long>(anchors.front()[kPpAxis]),
+          static_cast<long long>(anchors.front()[kDpAxis]), anchors.size(), b.selection.op_count(),
+          record.units.size(), verdicts.size(), explore_seconds_);
     }
     localise(r, sub, expansion);
     return r;
