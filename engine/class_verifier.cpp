@@ -133,10 +133,10 @@ struct Batch {
   explicit Batch(const CompactGraph& g) : explorer(g), selection(g), checked(g) {}
 };
 
-// Corners are explored and verified one pipeline stage and data-parallel
-// coordinate at a time (one batch per value of pp and dp on the grid): a
-// batch's expansion, plan and stages are freed before the next, so memory
-// follows the largest such batch, not the plan.
+// Corners are explored and verified one pipeline stage at a time (one batch
+// per value of pp on the grid; a single batch without pp): a batch's
+// expansion, plan and stages are freed before the next, so memory follows
+// the largest pipeline stage, not the plan.
 class ClassRun {
  public:
   ClassRun(const Plan& plan, const VerifyOptions& options)
@@ -239,16 +239,16 @@ class ClassRun {
     return lists;
   }
 
-  // The grid's points, one list per value of pp and dp: a batch holds one
-  // pipeline stage's corners at one data-parallel coordinate, whose walks
-  // meet other dp coordinates only at claims (a gradient's all-reduce).
+  // The grid's points, one list per value of pp. (Not finer: a stage's
+  // verdict key follows the order of the expansion it is cut from, so a
+  // stage written by two batches with different selections, such as a part
+  // set over every dp coordinate, may key differently in each, and the
+  // boxes would split.)
   std::vector<std::vector<Coord>> batches_of(const std::vector<std::vector<int64_t>>& lists) const {
-    std::map<std::pair<int64_t, int64_t>, std::vector<Coord>> by_pp_dp;
-    each_point(axes_, lists, [&](const Coord& c) {
-      by_pp_dp[{c[kPpAxis], c[kDpAxis]}].push_back(c);
-    });
+    std::map<int64_t, std::vector<Coord>> by_pp;
+    each_point(axes_, lists, [&](const Coord& c) { by_pp[c[kPpAxis]].push_back(c); });
     std::vector<std::vector<Coord>> out;
-    for (auto& [key, anchors] : by_pp_dp) out.push_back(std::move(anchors));
+    for (auto& [pp, anchors] : by_pp) out.push_back(std::move(anchors));
     return out;
   }
 
