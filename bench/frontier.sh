@@ -9,7 +9,7 @@
 #    run is per class (--classes); through the daemon a plan under 10^6 op
 #    instances is expanded instead (the default). Runs are bounded by
 #    LIMIT_S seconds and LIMIT_GIB GiB (the targets: 300 s, 4 GiB).
-# 2. The scaling curve: from a base plan, each of dp, tp, pp, micro-batches
+# 2. The scaling curves (mlp, and llama3-405b unless --quick): from a base plan, each of dp, tp, pp, micro-batches
 #    and layers doubled in turn (verified per class with --classes even when
 #    small, so every row is the same method).
 #
@@ -108,12 +108,35 @@ while IFS= read -r line; do
     "$daemon_cold | $daemon_warm | $(field "$r" verdict) |"
 done <<<"$PLANS"
 
-# The curve: each dimension doubled from the base.
-if [[ -n "$quick" ]]; then
-  base=(--layers 4 --hidden 64 --dp 8 --tp 4 --pp 2 --microbatches 8 --batch 512)
-else
-  base=(--layers 8 --hidden 64 --dp 16 --tp 4 --pp 4 --microbatches 8 --batch 1024)
-fi
+# The curves: each dimension doubled from a base, per class (--classes).
+# curve MODEL OPTIONS...: one table.
+curve() {
+  local model="$1" dim i
+  shift
+  base=("$@")
+  echo
+  echo "Scaling from $model ${base[*]} (per class, --classes):"
+  echo
+  echo "| doubled | op instances | stages verified | corners | cold s | peak MiB | verdict |"
+  echo "|---|---|---|---|---|---|---|"
+  for dim in none dp tp pp microbatches layers; do
+    if [[ "$dim" == none ]]; then read -r -a opts <<<"${base[*]}"; else read -r -a opts <<<"$(double "$dim")"; fi
+    [[ "$dim" == dp || "$dim" == microbatches ]] && {
+      # keep each rank's batch slice: the global batch doubles with dp and mb
+      for ((i = 0; i < ${#opts[@]}; i += 2)); do
+        [[ "${opts[i]}" == --batch ]] && opts[i + 1]=$((opts[i + 1] * 2))
+      done
+    }
+    if ! "$cli" plan "$model" "${opts[@]}" --compact -o "$work/curve.json" 2>"$work/err"; then
+      echo "| $dim | skipped: $(head -c 120 "$work/err") | | | | | |"
+      continue
+    fi
+    verify_cold "$work/curve.json" --classes
+    r="$work/report.json"
+    echo "| $dim | $(field "$r" stats.parallel_ops) | $(field "$r" stats.stages) |" \
+      "$(field "$r" stats.class_anchors) | $cold_s | $peak_mib | $(field "$r" verdict) |"
+  done
+}
 double() {  # name: prints the base with that option doubled
   local out=() i
   for ((i = 0; i < ${#base[@]}; i += 2)); do
@@ -121,25 +144,10 @@ double() {  # name: prints the base with that option doubled
   done
   echo "${out[@]}"
 }
-echo
-echo "Scaling from mlp ${base[*]} (per class, --classes):"
-echo
-echo "| doubled | op instances | stages verified | corners | cold s | peak MiB | verdict |"
-echo "|---|---|---|---|---|---|---|"
-for dim in none dp tp pp microbatches layers; do
-  if [[ "$dim" == none ]]; then read -r -a opts <<<"${base[*]}"; else read -r -a opts <<<"$(double "$dim")"; fi
-  [[ "$dim" == dp || "$dim" == microbatches ]] && {
-    # keep each rank's batch slice: the global batch doubles with dp and mb
-    for ((i = 0; i < ${#opts[@]}; i += 2)); do
-      [[ "${opts[i]}" == --batch ]] && opts[i + 1]=$((opts[i + 1] * 2))
-    done
-  }
-  if ! "$cli" plan mlp "${opts[@]}" --compact -o "$work/curve.json" 2>"$work/err"; then
-    echo "| $dim | skipped: $(head -c 120 "$work/err") | | | | | |"
-    continue
-  fi
-  verify_cold "$work/curve.json" --classes
-  r="$work/report.json"
-  echo "| $dim | $(field "$r" stats.parallel_ops) | $(field "$r" stats.stages) |" \
-    "$(field "$r" stats.class_anchors) | $cold_s | $peak_mib | $(field "$r" verdict) |"
-done
+if [[ -n "$quick" ]]; then
+  curve mlp --layers 4 --hidden 64 --dp 8 --tp 4 --pp 2 --microbatches 8 --batch 512
+else
+  curve mlp --layers 8 --hidden 64 --dp 16 --tp 4 --pp 4 --microbatches 8 --batch 1024
+  # A transformer at Llama3-405B's sizes (the batch follows dp and mb).
+  curve llama3-405b --layers 4 --dp 8 --tp 4 --pp 2 --microbatches 8
+fi
