@@ -645,8 +645,12 @@ struct Explorer::Impl {
     hash = 0;
     count = 0;
     AnchorRecord rec;
+    // A program whose "on" does not hold at the anchor runs nothing there
+    // ("on" never mentions mb, nor an axis an op is read at 0 along: its
+    // axes count for every template of the program).
     for (uint32_t p = 0; p < g.programs.size(); ++p) {
       const Program& prog = g.programs[p];
+      if (!holds(prog.on, anchor)) continue;
       for (uint32_t e = 0; e < prog.tensors.size(); ++e) {
         const TensorTemplate& t = prog.tensors[e];
         if (!t.of || t.input) continue;
@@ -674,6 +678,7 @@ struct Explorer::Impl {
     // template's own rules are checked at every corner (dead code included).
     for (uint32_t p = 0; p < g.programs.size(); ++p) {
       const Program& prog = g.programs[p];
+      if (!holds(prog.on, anchor)) continue;
       for (uint32_t e = 0; e < prog.ops.size(); ++e) {
         const OpTemplate& o = prog.ops[e];
         Coord c = anchor;
