@@ -355,10 +355,11 @@ class Builder {
   // the tied table's two, not kv heads split over replicas).
   std::optional<SymSlice> partial_box(const Coord& x, const std::string& local,
                                       bool whole_rank) const;
-  // The tensor holding the sum of x's rank's contributions to `p`, claimed
-  // as that partial sum when partial_box allows.
-  void declare_rank_sum(const Coord& x, const Param& p, const std::string& local,
-                        const Shape& shape);
+  // Declares `local`, holding x's micro-batch's contribution to `p` (or,
+  // `whole_rank`, the sum of x's rank's), claimed as that partial sum when
+  // partial_box allows, unclaimed otherwise.
+  void declare_partial(const Coord& x, const Param& p, const std::string& local, const Shape& shape,
+                       bool whole_rank);
   std::map<std::pair<int, std::string>, Shape> grad_index_;  // grad_key, piece -> index
   void update_params();
   void update_piece(const std::vector<const Param*>& pieces);

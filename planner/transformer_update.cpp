@@ -24,13 +24,7 @@ std::string Builder::grad_target(const Coord& x, const std::string& local, const
   const bool direct = s.logical && !(s.tie && local == "emb");
   std::string name = direct ? grad(local) : at(x, grad(local) + "." + what);
   grad_index_[{grad_key(x), local}] = index;
-  if (std::optional<SymSlice> box = partial_box(x, local, false)) {
-    const Param& p = param(local);
-    g.tensor(x, name, shape, SymClaim{grad(p.logical), slice_of(x, p.full, p.spec), 0, 1, *box},
-             "f32");
-  } else {
-    g.tensor(x, name, shape, std::nullopt, "f32");
-  }
+  declare_partial(x, param(local), name, shape, false);
   grads_[{grad_key(x), local}].push_back(name);
   grad_whats_[{grad_key(x), local}].push_back(grad(local) + "." + what);
   return name;
@@ -108,7 +102,7 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
         std::string next;
         if (k + 1 == terms.size() && !final_add) {
           next = at_rank(x, grad(p.local) + ".acc" + str(k));
-          declare_rank_sum(x, p, next, shape);
+          declare_partial(x, p, next, shape, true);
         } else {
           next = output(p, int(idx), x, "acc" + str(k), final_add, shape);
         }
@@ -246,9 +240,9 @@ std::optional<SymSlice> Builder::partial_box(const Coord& x, const std::string& 
   return box;
 }
 
-void Builder::declare_rank_sum(const Coord& x, const Param& p, const std::string& local,
-                               const Shape& shape) {
-  if (std::optional<SymSlice> box = partial_box(x, p.local, true))
+void Builder::declare_partial(const Coord& x, const Param& p, const std::string& local,
+                              const Shape& shape, bool whole_rank) {
+  if (std::optional<SymSlice> box = partial_box(x, p.local, whole_rank))
     g.tensor(x, local, shape, SymClaim{grad(p.logical), slice_of(x, p.full, p.spec), 0, 1, *box},
              "f32");
   else

@@ -80,7 +80,7 @@ void Builder::update_piece_compact(const Param& p) {
         if (accumulated)
           output("acc" + k.text(), true, shape);
         else
-          declare_rank_sum(x, p, at_rank(x, acc) + k.text(), shape);
+          declare_partial(x, p, at_rank(x, acc) + k.text(), shape, true);
       }
       // The micro-batch whose link k is 1: it adds term{0} itself.
       const int first = W == 1 ? 1 : j == 1 ? 0 : -1;
