@@ -181,17 +181,7 @@ class Expander {
     std::string& out = e_.text;
     out += ",\"of\":{\"tensor\":";
     append_string(out, lin.tensor.eval(c));
-    if (lin.has_slice) {
-      out += ",\"slice\":[";
-      for (size_t d = 0; d < lin.slice.size(); ++d) {
-        out += d ? ",[" : "[";
-        append_int(out, lin.slice[d].first.eval(c));
-        out += ',';
-        append_int(out, lin.slice[d].second.eval(c));
-        out += ']';
-      }
-      out += ']';
-    }
+    if (lin.has_slice) ranges(",\"slice\":[", lin.slice, c);
     if (lin.has_part) {
       out += ",\"part\":[";
       append_int(out, lin.part_k.eval(c));
@@ -199,18 +189,23 @@ class Expander {
       append_int(out, lin.part_n.eval(c));
       out += ']';
     }
-    if (!lin.over.empty()) {
-      out += ",\"over\":[";
-      for (size_t a = 0; a < lin.over.size(); ++a) {
-        out += a ? ",[" : "[";
-        append_int(out, lin.over[a].first.eval(c));
-        out += ',';
-        append_int(out, lin.over[a].second.eval(c));
-        out += ']';
-      }
+    if (!lin.over.empty()) ranges(",\"over\":[", lin.over, c);
+    out += '}';
+  }
+
+  // `opening` then [[lo, hi], ...] at `c`, closed.
+  void ranges(const char* opening, const std::vector<std::pair<Affine, Affine>>& list,
+              const Coord& c) {
+    std::string& out = e_.text;
+    out += opening;
+    for (size_t d = 0; d < list.size(); ++d) {
+      out += d ? ",[" : "[";
+      append_int(out, list[d].first.eval(c));
+      out += ',';
+      append_int(out, list[d].second.eval(c));
       out += ']';
     }
-    out += '}';
+    out += ']';
   }
 
   void names(const std::vector<uint32_t>& list) {
