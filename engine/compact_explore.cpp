@@ -656,7 +656,7 @@ struct Explorer::Impl {
         if (!t.of || t.input) continue;
         Coord c = anchor;
         if (!t.per_mb) c[kMbAxis] = 0;
-        if (!holds(prog.on, c) || !holds(t.when, c)) continue;
+        if (!holds(t.when, c)) continue;
         rec.seeds.push_back({p, e, c});
         // A claim instance seen from another anchor (one that differs only
         // in axes the claim does not vary along) is one node.
@@ -690,10 +690,10 @@ struct Explorer::Impl {
         if (o.kind == Kind::Send) {
           Coord dst = c;
           for (int axis : m.axes) dst[axis] += o.to[axis];
-          if (!holds(prog.on, c) || !holds(o.when, c)) continue;
+          if (!holds(o.when, c)) continue;
           if (!in_mesh(dst, o.per_mb))
             throw ExploreError{"send at (" + where(c, o.per_mb) + ") goes off the mesh"};
-        } else if (!holds(prog.on, c) || !holds(o.when, c)) {
+        } else if (!holds(o.when, c)) {
           continue;
         }
         shallow_op({p, e, 0}, c, checked);

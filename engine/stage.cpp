@@ -362,7 +362,6 @@ Stage build_stage(const Plan& plan, const StageUnit& unit, int id) {
                         [](const StageOp& op) { return !op.parallel; });
   stage.slice = unit.slice;
   stage.parts = unit.parts;
-  stage.over = unit.over;
   stage.title = slice_to_string(log.tensors[unit.logical].name, unit.slice);
   if (unit.parts) stage.title += " (" + std::to_string(unit.parts) + " parts)";
   if (!unit.over.empty()) stage.title += " over " + box_to_string(unit.over);

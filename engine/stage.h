@@ -90,7 +90,6 @@ struct Stage {
   int target = -1;           // stage tensor index of the logical tensor claimed
   SliceSpec slice;           // the claimed slice, current coordinates
   int64_t parts = 0;         // 0: plain claims; n: additive parts 0..n-1
-  SliceSpec over;            // a restricted group: the box its members claim (empty: none)
   std::vector<int> members;  // stage tensor indices of the claiming parallel tensors
   std::vector<StageTensor> tensors;
   std::vector<StageOp> ops;  // logical ops, then parallel ops, each producers first
