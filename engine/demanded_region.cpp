@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <queue>
 #include <set>
 #include <string>
+#include <unordered_set>
 
 namespace shardproof {
 namespace {
@@ -187,41 +189,62 @@ SliceSpec operand_demand(const Graph& g, int op_index, size_t k, const SliceSpec
   return input_demand(g, op, k, region, {region});
 }
 
-std::vector<int> demanded_ops(const Graph& g, const std::vector<int>& cone, int target,
-                              const SliceSpec& region) {
-  return demanded_ops(g, cone,
-                      {{target, region.empty() ? full_box(g.tensors[target].shape) : region}});
+namespace {
+
+// One op of a walk in reverse topological order: when an output of `op` is
+// demanded, adds what it demands of each input to `demand` and says so.
+bool propagate(const Graph& g, int op_index, std::map<int, Box>& demand) {
+  const Op& op = g.ops[op_index];
+  std::vector<Box> out_demand;
+  Box first;
+  bool any = false;
+  for (int t : op.out) {
+    auto d = demand.find(t);
+    out_demand.push_back(d == demand.end() ? Box{} : d->second);
+    if (d == demand.end()) continue;
+    any = true;
+    // Outputs of one op share a shape (except split, handled per output).
+    if (first.empty() || op.op == "split") first = d->second;
+  }
+  if (!any) return false;
+  if (op.op != "split" && op.out.size() > 1) {
+    // Same-shaped outputs (an optimizer step): the union of their demands.
+    std::map<int, Box> joint;
+    for (const Box& d : out_demand)
+      if (!d.empty()) unite(joint, 0, d);
+    first = joint.count(0) ? joint[0] : full_box(g.tensors[op.out[0]].shape);
+  }
+  for (size_t k = 0; k < op.in.size(); ++k)
+    unite(demand, op.in[k], input_demand(g, op, k, first, out_demand));
+  return true;
 }
 
-std::vector<int> demanded_ops(const Graph& g, const std::vector<int>& cone,
-                              const std::vector<std::pair<int, SliceSpec>>& seeds) {
+}  // namespace
+
+std::vector<int> demanded_cone(const Graph& g, const std::vector<std::pair<int, SliceSpec>>& seeds,
+                               const std::function<bool(int)>& stop) {
   std::map<int, Box> demand;
+  // Ops by topological rank, latest first: every consumer of an op's
+  // outputs ranks after it, so its demand is complete when it is taken.
+  std::priority_queue<std::pair<int, int>> queue;
+  std::unordered_set<int> queued;
+  std::unordered_set<int> seed_tensors;
+  for (const auto& seed : seeds) seed_tensors.insert(seed.first);
+  auto reach = [&](int tensor) {
+    if (!demand.count(tensor) || (!seed_tensors.count(tensor) && stop(tensor))) return;
+    const int producer = g.producer[tensor];
+    if (producer >= 0 && queued.insert(producer).second)
+      queue.push({g.topo_rank[producer], producer});
+  };
   for (const auto& [tensor, region] : seeds) unite(demand, tensor, region);
+  for (const auto& seed : seeds) reach(seed.first);
   std::vector<int> kept;
-  for (auto it = cone.rbegin(); it != cone.rend(); ++it) {
-    const Op& op = g.ops[*it];
-    std::vector<Box> out_demand;
-    Box first;
-    bool any = false;
-    for (int t : op.out) {
-      auto d = demand.find(t);
-      out_demand.push_back(d == demand.end() ? Box{} : d->second);
-      if (d == demand.end()) continue;
-      any = true;
-      // Outputs of one op share a shape (except split, handled per output).
-      if (first.empty() || op.op == "split") first = d->second;
-    }
-    if (!any) continue;
-    kept.push_back(*it);
-    if (op.op != "split" && op.out.size() > 1) {
-      // Same-shaped outputs (an optimizer step): the union of their demands.
-      std::map<int, Box> joint;
-      for (const Box& d : out_demand)
-        if (!d.empty()) unite(joint, 0, d);
-      first = joint.count(0) ? joint[0] : full_box(g.tensors[op.out[0]].shape);
-    }
-    for (size_t k = 0; k < op.in.size(); ++k)
-      unite(demand, op.in[k], input_demand(g, op, k, first, out_demand));
+  while (!queue.empty()) {
+    const int op = queue.top().second;
+    queue.pop();
+    if (!propagate(g, op, demand)) continue;
+    kept.push_back(op);
+    for (int in : g.ops[op].in) reach(in);
   }
   std::reverse(kept.begin(), kept.end());
   return kept;

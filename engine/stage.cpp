@@ -5,6 +5,7 @@
 #include "engine/parallel_for.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -33,6 +34,13 @@ Contraction contraction_producing(const Graph& log, int t) {
   if (std::string e = contraction_of(op.op, op.attrs, shapes, c); !e.empty())
     throw std::logic_error("restricted claim on " + log.tensors[t].name + ": " + e);
   return c;
+}
+
+// The whole of a tensor of `shape`, as a region.
+SliceSpec full_region(const Shape& shape) {
+  SliceSpec region;
+  for (int64_t n : shape) region.push_back({0, n});
+  return region;
 }
 
 // Collects ops (producers first) needed to compute `roots`, stopping at
@@ -187,9 +195,11 @@ class StageBuilder {
   std::map<std::pair<int, SliceSpec>, int> restricted_map_;
 };
 
-// The structural part of a stage: its parallel cone (stopping at lineage
-// tensors outside the group) and the logical cone up to the cut, before
-// demand pruning reads any op's attributes.
+// The cones of a stage: its parallel cone (stopping at lineage tensors
+// outside the group) and the logical ops up to the cut that the claimed
+// region demands.
+}  // namespace
+
 void cut_cones(const Plan& plan, StageUnit& unit) {
   const Graph& par = plan.parallel;
   const Graph& log = plan.logical;
@@ -217,26 +227,41 @@ void cut_cones(const Plan& plan, StageUnit& unit) {
     restricted.insert(log.producer[of.logical]);
     for (int in : log.ops[log.producer[of.logical]].in) operands.insert(in);
   }
-  auto stop = [&](int t) { return cut.count(t) > 0 || (operands.count(t) && t != unit.logical); };
+  std::function<bool(int)> stop = [&](int t) {
+    return cut.count(t) > 0 || (operands.count(t) && t != unit.logical);
+  };
   // A restricted group's target is its producer over a box: the cone starts
-  // at the producer's operands.
-  std::vector<int> roots{unit.logical};
-  if (!unit.over.empty()) {
+  // at the producer's operands, each demanded as the slice demands it, cut
+  // to the box along the contracted dims.
+  std::vector<std::pair<int, SliceSpec>> seeds;
+  if (unit.over.empty()) {
+    seeds.push_back({unit.logical, unit.slice.empty() ? full_region(log.tensors[unit.logical].shape)
+                                                      : unit.slice});
+  } else {
     const int producer = log.producer[unit.logical];
     restricted.insert(producer);
-    roots.clear();
-    for (int in : log.ops[producer].in)
-      if (!stop(in)) roots.push_back(in);
+    const Contraction c = contraction_producing(log, unit.logical);
+    for (size_t k = 0; k < log.ops[producer].in.size(); ++k) {
+      const int in = log.ops[producer].in[k];
+      if (stop(in)) continue;
+      SliceSpec region = operand_demand(log, producer, k, unit.slice);
+      for (size_t a = 0; a < c.axes.size(); ++a)
+        for (auto [operand, dim] : c.axes[a])
+          if (operand == static_cast<int>(k)) region[dim] = unit.over[a];
+      seeds.push_back({in, region});
+    }
   }
   unit.restricted.assign(restricted.begin(), restricted.end());
   // When a parallel input claims the target itself (parts all-reduced into
   // a replica, a replica forwarded by send), the claim holds for every value
   // of the target, so the target is cut too and no logical op is needed.
   unit.logical_cone.clear();
-  if ((unit.over.empty() && cut.count(unit.logical)) || roots.empty()) return;
-  std::set<int> log_reached;
-  unit.logical_cone = backward_cone(log, roots, stop, log_reached);
+  if ((unit.over.empty() && cut.count(unit.logical)) || seeds.empty()) return;
+  // Only what the claimed region depends on; the rest are free leaves.
+  unit.logical_cone = demanded_cone(log, seeds, stop);
 }
+
+namespace {
 
 // Whether `member`'s parallel cone (stopping, as a stage does, at lineage
 // tensors outside the group) reaches a claim on the target logical tensor
@@ -328,31 +353,11 @@ std::vector<StageUnit> cut_units(const Plan& plan, int jobs) {
 Stage build_stage(const Plan& plan, const StageUnit& unit, int id) {
   const Graph& par = plan.parallel;
   const Graph& log = plan.logical;
-  // Only what the claimed region depends on; the rest are free leaves.
-  std::vector<int> log_ops;
-  if (!unit.logical_cone.empty() && unit.over.empty()) {
-    log_ops = demanded_ops(log, unit.logical_cone, unit.logical, unit.slice);
-  } else if (!unit.logical_cone.empty()) {
-    // A restricted target demands of each operand what the slice does, cut
-    // to the box along the contracted dims.
-    const int producer = log.producer[unit.logical];
-    const Contraction c = contraction_producing(log, unit.logical);
-    std::vector<std::pair<int, SliceSpec>> seeds;
-    for (size_t k = 0; k < log.ops[producer].in.size(); ++k) {
-      SliceSpec region = operand_demand(log, producer, k, unit.slice);
-      for (size_t a = 0; a < c.axes.size(); ++a)
-        for (auto [operand, dim] : c.axes[a])
-          if (operand == static_cast<int>(k)) region[dim] = unit.over[a];
-      seeds.push_back({log.ops[producer].in[k], region});
-    }
-    log_ops = demanded_ops(log, unit.logical_cone, seeds);
-  }
-
   Stage stage;
   stage.id = id;
   StageBuilder builder(plan, stage);
   if (unit.over.empty()) stage.target = builder.add_logical(unit.logical);
-  for (int op : log_ops) builder.add_op(log, op, false);
+  for (int op : unit.logical_cone) builder.add_op(log, op, false);
   // After the cone: the restricted target's operands are its outputs.
   if (!unit.over.empty()) stage.target = builder.add_restricted(unit.logical, unit.over);
   for (int op : unit.parallel_cone) builder.add_op(par, op, true);

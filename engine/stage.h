@@ -110,11 +110,13 @@ struct Stage {
   int64_t element_count() const;
 };
 
-// A stage as the cut defines it from the plan's structure alone: its claim
-// group and the ops of its two cones, before demand pruning (which reads op
-// attributes) keeps only what the claimed region depends on. A stage is a
-// function of its unit, the tensor declarations and the contents of the ops
-// in its cones: an edit to any other op leaves it as it was.
+// A stage as the cut defines it: its claim group and the ops of its two
+// cones (the logical one holding only the ops the claimed region demands,
+// demanded_region.h). A stage is a function of its unit, the tensor
+// declarations and the contents of the ops in its cones: an edit to any
+// other op leaves it as it was. (An op outside the logical cone has no
+// demanded output, and the demand reaching the cone is computed from the
+// cone's own ops, so an edit there changes neither the cone nor the stage.)
 struct StageUnit {
   int logical = -1;                              // the claimed logical tensor
   SliceSpec slice;                               // the claimed slice
@@ -131,6 +133,10 @@ struct StageUnit {
 // The plan's stage units, one per claim group (or two for a mixed group), in
 // a deterministic order, on up to `jobs` threads (0: one per core).
 std::vector<StageUnit> cut_units(const Plan& plan, int jobs = 1);
+
+// Computes `unit`'s cones from its claim group (again after an edit of an
+// op in them: the demanded logical ops may have changed).
+void cut_cones(const Plan& plan, StageUnit& unit);
 
 // The stage of one unit, numbered `id` (1-based position among the units).
 Stage build_stage(const Plan& plan, const StageUnit& unit, int id);

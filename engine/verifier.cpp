@@ -444,6 +444,7 @@ Report verify_plan_edit(const Plan& plan, const OpEdits& edits, const VerifyOpti
     std::vector<Stage> stages(record.units.size());
     parallel_for(options.jobs, recut.size(), [&](size_t k) {
       const size_t i = recut[k];
+      cut_cones(plan, record.units[i]);
       stages[i] = build_stage(plan, record.units[i], static_cast<int>(i) + 1);
     });
     report.stats.phases.cut = std::chrono::duration<double>(Clock::now() - start).count();

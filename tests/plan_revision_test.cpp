@@ -351,5 +351,59 @@ TEST(PlanMemo, EveryCatalogueBugVerifiesAsAnEditAsInFull) {
   EXPECT_GE(edits, 3) << "too few bugs verified as edits: the op-by-op path went untested";
 }
 
+// A stage's logical cone holds only the ops its claimed region demands, so
+// an edit that moves the demand (a slice's bounds, here onto the other half
+// of a concat) must recompute the cone, not build from the one before.
+TEST(PlanMemo, AnEditThatMovesTheDemandRecutsTheCone) {
+  auto plan_with_slice = [](int start) {
+    const json f4 = {{"shape", {4}}, {"dtype", "f32"}};
+    json plan = {
+        {"format", "shardproof-plan/1"},
+        {"name", "half of a concat"},
+        {"logical",
+         {{"tensors",
+           {{"a", f4},
+            {"b", f4},
+            {"ea", f4},
+            {"nb", f4},
+            {"c", {{"shape", {8}}, {"dtype", "f32"}}},
+            {"y", f4}}},
+          {"inputs", {"a", "b"}},
+          {"ops",
+           {{{"op", "exp"}, {"in", {"a"}}, {"out", {"ea"}}},
+            {{"op", "neg"}, {"in", {"b"}}, {"out", {"nb"}}},
+            {{"op", "concat"}, {"in", {"ea", "nb"}}, {"out", {"c"}}, {"attrs", {{"dim", 0}}}},
+            {{"op", "slice"},
+             {"in", {"c"}},
+             {"out", {"y"}},
+             {"attrs", {{"dim", 0}, {"start", start}, {"end", start + 4}}}}}},
+          {"outputs", {"y"}}}},
+        {"parallel",
+         {{"world", 1},
+          {"tensors",
+           {{"r0.a", {{"shape", {4}}, {"dtype", "f32"}, {"rank", 0}, {"of", {{"tensor", "a"}}}}},
+            {"r0.b", {{"shape", {4}}, {"dtype", "f32"}, {"rank", 0}, {"of", {{"tensor", "b"}}}}},
+            {"r0.y", {{"shape", {4}}, {"dtype", "f32"}, {"rank", 0}, {"of", {{"tensor", "y"}}}}}}},
+          {"inputs", {"r0.a", "r0.b"}},
+          {"ops", {{{"op", "neg"}, {"in", {"r0.b"}}, {"out", {"r0.y"}}, {"rank", 0}}}},
+          {"outputs", {"r0.y"}}}}};
+    return plan.dump(1);
+  };
+  MemoryStore store;
+  VerifyOptions options;
+  options.store = &store;
+  PlanMemo memo;
+  // y = exp(a), claimed as -b: refuted.
+  Report first = verify_text_with_memo("plan.json", plan_with_slice(0), options, memo);
+  ASSERT_EQ(first.verdict, Verdict::NotEquivalent) << report_to_text(first);
+  // y = -b after the edit: equivalent (with the cone of the slice 0:4, -b
+  // would be a free leaf and the claim refuted).
+  Report edit = verify_text_with_memo("plan.json", plan_with_slice(4), options, memo);
+  EXPECT_EQ(edit.verdict, Verdict::Equivalent) << report_to_text(edit);
+  expect_same_answer(edit, full_verification(plan_with_slice(4), options));
+  Report back = verify_text_with_memo("plan.json", plan_with_slice(0), options, memo);
+  expect_same_answer(back, first);
+}
+
 }  // namespace
 }  // namespace shardproof
