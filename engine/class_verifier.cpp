@@ -162,21 +162,21 @@ class ClassRun {
           std::fprintf(stderr, "round %d, %s corners:%s\n", round,
                        std::string(kAxisNames[axes_[i].axis]).c_str(), points.c_str());
         }
+      // Each batch is explored and its stages verified at once (exploring
+      // is a fifth of a batch's cost: not done twice). Then the boxes whose
+      // corners walked differently are split; then those whose corners'
+      // stages key differently. A round that splits has verified for
+      // nothing but the verdicts it keeps (round_store_).
+      Report all;
+      all.verdict = Verdict::Equivalent;
+      std::set<std::string> distinct;
       explored_ = 0;
-      // 1. What every corner's walk decided (corners explored in an earlier
-      // round are known: a walk is deterministic).
       for (const std::vector<Coord>& anchors : batches) {
-        std::vector<Coord> fresh;
-        for (const Coord& c : anchors)
-          if (!records_.count(pack(c))) fresh.push_back(c);
-        if (fresh.empty()) continue;
         Batch b(g_);
-        if (std::optional<Report> r = explore(fresh, b, count, true)) return *r;
-        if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
-          std::fprintf(stderr, "round %d, pp=%lld dp=%lld: %zu corners explored, %zu ops, %.2f s\n",
-                       round, static_cast<long long>(fresh.front()[kPpAxis]),
-                       static_cast<long long>(fresh.front()[kDpAxis]), fresh.size(),
-                       b.selection.op_count(), explore_seconds_);
+        if (std::optional<Report> r = explore(anchors, b, count)) return *r;
+        Report sub = verify_batch(anchors, b, round, distinct);
+        if (sub.verdict == Verdict::Invalid || sub.verdict == Verdict::InternalError) return sub;
+        merge(all, std::move(sub));
       }
       std::vector<std::vector<Range>> split = disagreeing_boxes([&](const Coord& c) {
         const AnchorRecord& r = records_.at(pack(c));
@@ -185,18 +185,6 @@ class ClassRun {
       if (!split.empty()) {
         refine(split);
         continue;
-      }
-      // 2. The stages every corner's claims need, verified batch by batch.
-      Report all;
-      all.verdict = Verdict::Equivalent;
-      std::set<std::string> distinct;
-      explored_ = 0;
-      for (const std::vector<Coord>& anchors : batches) {
-        Batch b(g_);
-        if (std::optional<Report> r = explore(anchors, b, count, false)) return *r;
-        Report sub = verify_batch(anchors, b, round, distinct);
-        if (sub.verdict == Verdict::Invalid || sub.verdict == Verdict::InternalError) return sub;
-        merge(all, std::move(sub));
       }
       split = disagreeing_boxes([&](const Coord& c) { return signatures_.at(pack(c)); });
       if (!split.empty()) {
@@ -253,16 +241,14 @@ class ClassRun {
   }
 
   // Explores `anchors` into `b`, keeping their records; a report if the
-  // walk cannot go on. Progress is announced the first time (`announce`):
-  // the stages pass explores its batches again, silently.
-  std::optional<Report> explore(const std::vector<Coord>& anchors, Batch& b, size_t total,
-                                bool announce) {
+  // walk cannot go on.
+  std::optional<Report> explore(const std::vector<Coord>& anchors, Batch& b, size_t total) {
     auto start = Clock::now();
     try {
       for (const Coord& c : anchors) {
         records_[pack(c)] = b.explorer.explore(c, b.selection, b.checked);
         ++explored_;
-        if (announce && options_.progress &&
+        if (options_.progress &&
             (explored_ % 16 == 0 || explored_ == static_cast<int64_t>(total))) {
           VerifyProgress p;
           p.done = explored_;
