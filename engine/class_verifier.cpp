@@ -51,14 +51,16 @@ struct AxisClasses {
   }
 };
 
-// Every single-axis comparison in the plan puts breakpoints around its root.
+// Every single-axis comparison in the plan puts a breakpoint at its root r
+// (rounded toward zero): the comparison's sign is constant on each side of
+// r, and a break at either integer next to r, a class of its own, leaves
+// the runs beside it on one side each. (A comparison of several axes
+// splits boxes only if their corners disagree.)
 void add_condition_breaks(const Condition& cond, std::vector<AxisClasses>& axes) {
   for (const Comparison& k : cond.all)
     for (AxisClasses& a : axes) {
       if (k.diff.mask() != (1u << a.axis)) continue;
-      const int64_t coef = k.diff.coef[a.axis];
-      const int64_t root = -k.diff.constant / coef;  // rounded toward zero
-      for (int64_t d = -1; d <= 1; ++d) a.add(root + d);
+      a.add(-k.diff.constant / k.diff.coef[a.axis]);
     }
 }
 
