@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <set>
 #include <unordered_map>
 
@@ -174,9 +175,9 @@ class ClassRun {
       std::set<std::string> distinct;
       explored_ = 0;
       for (const std::vector<Coord>& anchors : batches) {
-        Batch b(g_);
-        if (std::optional<Report> r = explore(anchors, b, count)) return *r;
-        Report sub = verify_batch(anchors, b, round, distinct);
+        auto b = std::make_unique<Batch>(g_);
+        if (std::optional<Report> r = explore(anchors, *b, count)) return *r;
+        Report sub = verify_batch(anchors, std::move(b), round, distinct);
         if (sub.verdict == Verdict::Invalid || sub.verdict == Verdict::InternalError) return sub;
         merge(all, std::move(sub));
       }
@@ -310,14 +311,20 @@ class ClassRun {
 
   // Writes and verifies what a batch selected; keeps each anchor's stage
   // signature and names the coordinates of each finding.
-  Report verify_batch(const std::vector<Coord>& anchors, const Batch& b, int round,
+  Report verify_batch(const std::vector<Coord>& anchors, std::unique_ptr<Batch> b, int round,
                       std::set<std::string>& distinct) {
     Expansion expansion;
     Plan sub;
+    const size_t selected_ops = b->selection.op_count();
     try {
-      check_selected(plan_, expand_selected(g_, b.checked));
-      expansion = expand_selected(g_, b.selection);
+      check_selected(plan_, expand_selected(g_, b->checked));
+      expansion = expand_selected(g_, b->selection);
+      // What the stages need is in `sub` now: the walk's memory and the
+      // text go before they are cut (a batch's peak is its stages).
+      b.reset();
       sub = read_selected(plan_, expansion);
+      std::string().swap(expansion.text);
+      decltype(expansion.tensor_index)().swap(expansion.tensor_index);
     } catch (const plan_detail::InvalidPlan& e) {
       Report r;
       r.plan_path = plan_.path;
@@ -341,10 +348,10 @@ class ClassRun {
       std::fprintf(
           stderr,
           "round %d, pp=%lld dp=%lld: %zu anchors, %zu ops, %zu stages, %zu distinct verdict "
-          "keys, explore %.2f s\n",
+          "keys, explore %.2f s, memo %zu\n",
           round, static_cast<long long>(anchors.front()[kPpAxis]),
-          static_cast<long long>(anchors.front()[kDpAxis]), anchors.size(), b.selection.op_count(),
-          record.units.size(), verdicts.size(), explore_seconds_);
+          static_cast<long long>(anchors.front()[kDpAxis]), anchors.size(), selected_ops,
+          record.units.size(), verdicts.size(), explore_seconds_, identity_memo_.size());
     }
     localise(r, sub, expansion);
     return r;
