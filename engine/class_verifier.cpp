@@ -186,12 +186,12 @@ class ClassRun {
         return std::to_string(r.decisions) + ":" + std::to_string(r.decision_count);
       });
       if (!split.empty()) {
-        refine(split);
+        refine(split, "walks");
         continue;
       }
       split = disagreeing_boxes([&](const Coord& c) { return signatures_.at(pack(c)); });
       if (!split.empty()) {
-        refine(split);
+        refine(split, "stages");
         continue;
       }
       all.stats.unique_stages = static_cast<int64_t>(distinct.size());
@@ -299,11 +299,12 @@ class ClassRun {
     return out;
   }
 
-  // Splits each run of a disagreeing box in two.
-  void refine(const std::vector<std::vector<Range>>& boxes) {
+  // Splits each run of a disagreeing box in two; `why` (the corners' walks
+  // or their stages) for the debug output.
+  void refine(const std::vector<std::vector<Range>>& boxes, const char* why) {
     if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
       for (size_t i = 0; i < boxes.size() && i < 5; ++i)
-        std::fprintf(stderr, "split %s\n", class_text(axes_, boxes[i]).c_str());
+        std::fprintf(stderr, "split %s (%s differ)\n", class_text(axes_, boxes[i]).c_str(), why);
     for (const std::vector<Range>& box : boxes)
       for (size_t i = 0; i < box.size(); ++i)
         if (box[i].hi > box[i].lo) axes_[i].add(box[i].lo + (box[i].hi - box[i].lo) / 2);

@@ -503,6 +503,22 @@ struct Explorer::Impl {
     return it->second.members;
   }
 
+  // Whether two ranges can never be equal: their lengths are different
+  // constants (a fact of the plan, not of the anchor, so nothing is
+  // recorded; searching would record signs that vary with the anchor, such
+  // as 32*dp' = 0 for a block of one dp rank against a whole dim).
+  static bool lengths_apart(const std::pair<Affine, Affine>& a,
+                            const std::pair<Affine, Affine>& b) {
+    auto length = [](const std::pair<Affine, Affine>& r) {
+      Affine l = r.second;
+      l.constant -= r.first.constant;
+      for (int axis = 0; axis < kAxisCount; ++axis) l.coef[axis] -= r.first.coef[axis];
+      return l;
+    };
+    const Affine la = length(a), lb = length(b);
+    return la.is_constant() && lb.is_constant() && la.constant != lb.constant;
+  }
+
   std::vector<std::pair<Ref, Coord>> group(const Ref& seed, const Coord& c) {
     const TensorTemplate& s = g.programs[seed.program].tensors[seed.element];
     const Lineage& lin = *s.of;
@@ -517,6 +533,11 @@ struct Explorer::Impl {
         throw ExploreError{
             "claims of one logical tensor written with and without a slice (or with "
             "different ranks); the class verifier needs one form"};
+      bool apart = false;
+      for (size_t d = 0; d < ul.slice.size(); ++d)
+        apart |= lengths_apart(ul.slice[d], lin.slice[d]);
+      for (size_t a = 0; a < ul.over.size(); ++a) apart |= lengths_apart(ul.over[a], lin.over[a]);
+      if (apart) continue;
       std::vector<Equation> eqs;
       const Pattern& up = *u.pattern;
       for (size_t i = 0; i < up.slots.size(); ++i) eqs.push_back({up.slots[i], tv[i]});

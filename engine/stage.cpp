@@ -148,8 +148,13 @@ class StageBuilder {
     return restricted_map_[{t, over}] = index;
   }
 
+  // Parallel tensors the stage reads or claims: an all_to_all writes only
+  // these of its outputs (add_all_to_all).
+  void set_needed(std::set<int> needed) { needed_ = std::move(needed); }
+
   void add_op(const Graph& g, int op_index, bool parallel) {
     const Op& op = g.ops[op_index];
+    if (parallel && op.op == "all_to_all") return add_all_to_all(op, op_index);
     StageOp so;
     so.op = op.op;
     so.attrs = op.attrs;
@@ -189,8 +194,52 @@ class StageBuilder {
     return index;
   }
 
+  // An all_to_all written out for the outputs the stage needs: output j is
+  // the concat along concat_dim of every input's j-th piece along split_dim
+  // (its definition, ops/collectives.cpp). A stage that needs one member's
+  // output then holds that member's pieces, slices that reduce like any
+  // other, instead of every output with both dims kept at full size (and the
+  // member's place in the group, a full position, in the stage's key).
+  void add_all_to_all(const Op& op, int op_index) {
+    std::vector<int> in;
+    for (int t : op.in) in.push_back(add_parallel(t));
+    const Shape& shape = plan_.parallel.tensors[op.in[0]].shape;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    auto dim_attr = [&](const char* key) {
+      const int64_t d = op.attrs.at(key).as_int();
+      return static_cast<int>(d < 0 ? d + rank : d);
+    };
+    const int split = dim_attr("split_dim"), concat = dim_attr("concat_dim");
+    const int64_t len = shape[split] / static_cast<int64_t>(in.size());
+    for (size_t j = 0; j < op.out.size(); ++j) {
+      if (!needed_.count(op.out[j])) continue;
+      StageOp so;
+      so.op = "concat";
+      so.attrs = {{"dim", Attr::of_int(concat)}};
+      so.parallel = true;
+      so.source = op_index;
+      so.display_name = op.display_name() + " (output " + std::to_string(j) + ")";
+      const std::pair<int64_t, int64_t> piece{static_cast<int64_t>(j) * len,
+                                              static_cast<int64_t>(j + 1) * len};
+      for (int t : in) {
+        const int sliced = add_slice(t, split, piece);
+        stage_.tensors[sliced].of.reset();
+        stage_.tensors[sliced].logical_index = -1;
+        stage_.ops.back().parallel = true;
+        stage_.ops.back().source = op_index;
+        stage_.ops.back().display_name = so.display_name;
+        so.in.push_back(sliced);
+      }
+      const int out = add_parallel(op.out[j]);
+      stage_.tensors[out].free = false;
+      so.out = {out};
+      stage_.ops.push_back(std::move(so));
+    }
+  }
+
   const Plan& plan_;
   Stage& stage_;
+  std::set<int> needed_;
   std::map<int, int> logical_map_, parallel_map_;
   std::map<std::pair<int, SliceSpec>, int> restricted_map_;
 };
@@ -360,6 +409,9 @@ Stage build_stage(const Plan& plan, const StageUnit& unit, int id) {
   for (int op : unit.logical_cone) builder.add_op(log, op, false);
   // After the cone: the restricted target's operands are its outputs.
   if (!unit.over.empty()) stage.target = builder.add_restricted(unit.logical, unit.over);
+  std::set<int> needed(unit.members.begin(), unit.members.end());
+  for (int op : unit.parallel_cone) needed.insert(par.ops[op].in.begin(), par.ops[op].in.end());
+  builder.set_needed(std::move(needed));
   for (int op : unit.parallel_cone) builder.add_op(par, op, true);
   for (int m : unit.members) stage.members.push_back(builder.add_parallel(m));
   // Restricted inputs added logical ops among the parallel ones.

@@ -196,7 +196,8 @@ TEST(ClassVerifier, AttributesAffineInTheCoordinatesGiveTheExpansionsVerdicts) {
     EXPECT_NE(plan.dump().find("\"expr\":\"tp*"), std::string::npos);
     Report a = expanded(plan), b = by_classes(plan);
     EXPECT_EQ(b.verdict, *bug ? Verdict::NotEquivalent : Verdict::Equivalent)
-        << bug << "\n" << testing::explain(b);
+        << bug << "\n"
+        << testing::explain(b);
     EXPECT_EQ(a.verdict, b.verdict) << bug;
   }
 }
@@ -391,6 +392,32 @@ TEST(ClassVerifier, ABugAtOneInteriorCoordinateIsFoundThere) {
   // not what is found.
   ops.back()["attrs"]["reduce"] = "sum";
   EXPECT_EQ(by_classes(plan).verdict, Verdict::Equivalent);
+}
+
+// An expert-parallel all_to_all gives each dp rank its own output. A stage
+// holds only the pieces of the output it claims, so the interior dp ranks
+// are one class (before, each rank's place in the group was in its stage's
+// key and every dp coordinate became a class of its own); a dispatch that
+// swaps its dims is still found, at the coordinates where it runs.
+TEST(ClassVerifier, ExpertDispatchStagesKeepTheDpClasses) {
+  planner::PlanConfig c = testing::transformer_config(4, 8, 2, 1, 2);
+  c.ep = 8;
+  c.seq = 16;
+  c.batch = 128;
+  c.compact = true;
+  const nlohmann::json plan = planner::generate_plan("deepseek-v3", c);
+  Report r = by_classes(plan);
+  ASSERT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+  EXPECT_LT(r.stats.class_anchors, 8 * 2 * 2) << "every dp coordinate explored";
+
+  c.bug = "all-to-all-dims-swapped";
+  const nlohmann::json buggy = planner::generate_plan("deepseek-v3", c);
+  Report b = by_classes(buggy);
+  EXPECT_EQ(expanded(buggy).verdict, Verdict::NotEquivalent);
+  ASSERT_EQ(b.verdict, Verdict::NotEquivalent) << testing::explain(b);
+  ASSERT_FALSE(b.findings.empty());
+  EXPECT_NE(b.findings[0].message.find("mb=0"), std::string::npos) << b.findings[0].message;
+  EXPECT_NE(b.findings[0].message.find("tp=0"), std::string::npos) << b.findings[0].message;
 }
 
 }  // namespace
