@@ -133,7 +133,10 @@ void Builder::moe_backward(int i, Coord x0) {
     std::string g_logits = act(x, grad(m + ".logits"), probs_full, kRow);
     op(x, grad(m + ".logits"), "mul", {probs, diff}, {g_logits});
     const std::string n2 = tokens2d(x, n, l + ".mn.out");
-    std::string gwr = grad_target(x, m + ".wr", "mb", {s.H, s.E}, {});
+    // Router and shared expert gradients contract the tokens of the rank's
+    // micro-batch (rows of n2): partial sums over a block of rows.
+    const Shape tokens = {g.shape(n2)[0]};
+    std::string gwr = grad_target(x, m + ".wr", "mb", {s.H, s.E}, tokens);
     op(x, grad(m + ".wr") + ".matmul", "matmul", {n2, tokens2d(x, g_logits, grad(m + ".logits"))},
        {gwr}, {{"transpose_a", true}});
     std::string router = act(x, grad(m + ".n.router"), hs, kRow);
@@ -147,7 +150,7 @@ void Builder::moe_backward(int i, Coord x0) {
     std::string g_smid = act(x, grad(m + ".smid"), sffn, sspec);
     op(x, grad(m + ".smid"), "matmul", {gy, weight(x, m + ".wsd")}, {g_smid},
        {{"transpose_b", true}});
-    std::string gwsd = grad_target(x, m + ".wsd", "mb", g.shape(weight(x, m + ".wsd")), {});
+    std::string gwsd = grad_target(x, m + ".wsd", "mb", g.shape(weight(x, m + ".wsd")), tokens);
     op(x, grad(m + ".wsd") + ".matmul", "matmul",
        {tokens2d(x, at(x, m + ".smid"), m + ".smid"), tokens2d(x, gy, gy_name)}, {gwsd},
        {{"transpose_a", true}});
@@ -161,7 +164,7 @@ void Builder::moe_backward(int i, Coord x0) {
     op(x, grad(m + ".sgate"), "mul", {g_sact, dsilu}, {g_sgate});
     for (const char* w : {"sgate", "sup"}) {
       const std::string piece = m + (w == std::string("sgate") ? ".wsg" : ".wsu");
-      std::string gw = grad_target(x, piece, "mb", g.shape(weight(x, piece)), {});
+      std::string gw = grad_target(x, piece, "mb", g.shape(weight(x, piece)), tokens);
       const std::string gt = grad(m + "." + w);
       op(x, grad(piece) + ".matmul", "matmul", {n2, tokens2d(x, at(x, gt), gt)}, {gw},
          {{"transpose_a", true}});

@@ -224,7 +224,10 @@ SymSlice Builder::zero_slice(const Param& p, const Coord& x) const {
 
 std::optional<SymSlice> Builder::partial_box(const Coord& x, const std::string& local,
                                              bool whole_rank) const {
-  if (s.logical || s.moe() || s.cp > 1 || s.sp || (s.tie && local == "emb")) return std::nullopt;
+  if (s.logical || s.cp > 1 || s.sp || (s.tie && local == "emb")) return std::nullopt;
+  // MoE rows are micro-batch major (slice_of, Ax::Batch): one micro-batch's
+  // rows on a rank are a block, the rank's rows over its micro-batches are not.
+  if (s.moe() && whole_rank) return std::nullopt;
   const Param& p = param(local);
   for (Ax a : p.spec)
     if (a == Ax::Kv && s.kv_replicas() > 1) return std::nullopt;
@@ -232,9 +235,9 @@ std::optional<SymSlice> Builder::partial_box(const Coord& x, const std::string& 
   if (it == grad_index_.end()) return std::nullopt;
   const Shape& index = it->second;
   if (index.empty()) return std::nullopt;
-  // Rank-major batch blocks (slice_of, Ax::Batch): block d*mb + m.
+  // The batch blocks of slice_of (Ax::Batch): d*mb + m, or m*dp + d for MoE.
   const int64_t rows = index[0] * (whole_rank ? s.mb : 1);
-  const Aff block = whole_rank ? Aff(x.d) : Aff(x.d) * s.mb + x.m;
+  const Aff block = whole_rank ? Aff(x.d) : s.moe() ? Aff(x.m) * s.dp + x.d : Aff(x.d) * s.mb + x.m;
   SymSlice box = {{block * rows, block * rows + rows}};
   for (size_t k = 1; k < index.size(); ++k) box.push_back({0, index[k]});
   return box;
