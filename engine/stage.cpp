@@ -244,11 +244,11 @@ class StageBuilder {
   std::map<std::pair<int, SliceSpec>, int> restricted_map_;
 };
 
+}  // namespace
+
 // The cones of a stage: its parallel cone (stopping at lineage tensors
 // outside the group) and the logical ops up to the cut that the claimed
 // region demands.
-}  // namespace
-
 void cut_cones(const Plan& plan, StageUnit& unit) {
   const Graph& par = plan.parallel;
   const Graph& log = plan.logical;
