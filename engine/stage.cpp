@@ -222,6 +222,7 @@ class StageBuilder {
       const std::pair<int64_t, int64_t> piece{static_cast<int64_t>(j) * len,
                                               static_cast<int64_t>(j + 1) * len};
       for (int t : in) {
+        // A piece is an intermediate of the op, not a claim of its input.
         const int sliced = add_slice(t, split, piece);
         stage_.tensors[sliced].of.reset();
         stage_.tensors[sliced].logical_index = -1;
