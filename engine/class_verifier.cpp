@@ -320,8 +320,8 @@ class ClassRun {
     try {
       check_selected(plan_, expand_selected(g_, b->checked));
       expansion = expand_selected(g_, b->selection);
-      // What the stages need is in `sub` now: the walk's memory and the
-      // text go before they are cut (a batch's peak is its stages).
+      // The walk is written out: its memory goes before the text is read
+      // (reading it is a batch's peak), and the text once it is read.
       b.reset();
       sub = read_selected(plan_, expansion);
       std::string().swap(expansion.text);
