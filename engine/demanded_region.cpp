@@ -236,7 +236,8 @@ std::vector<int> demanded_cone(const Graph& g, const std::vector<std::pair<int, 
     if (producer >= 0 && queued.insert(producer).second)
       queue.push({g.topo_rank[producer], producer});
   };
-  for (const auto& [tensor, region] : seeds) unite(demand, tensor, region);
+  for (const auto& [tensor, region] : seeds)
+    unite(demand, tensor, region.empty() ? full_box(g.tensors[tensor].shape) : region);
   for (const auto& seed : seeds) reach(seed.first);
   std::vector<int> kept;
   while (!queue.empty()) {

@@ -36,13 +36,6 @@ Contraction contraction_producing(const Graph& log, int t) {
   return c;
 }
 
-// The whole of a tensor of `shape`, as a region.
-SliceSpec full_region(const Shape& shape) {
-  SliceSpec region;
-  for (int64_t n : shape) region.push_back({0, n});
-  return region;
-}
-
 // Collects ops (producers first) needed to compute `roots`, stopping at
 // tensors for which `stop` holds (and at graph inputs).
 template <class Stop>
@@ -285,8 +278,7 @@ void cut_cones(const Plan& plan, StageUnit& unit) {
   // to the box along the contracted dims.
   std::vector<std::pair<int, SliceSpec>> seeds;
   if (unit.over.empty()) {
-    seeds.push_back({unit.logical, unit.slice.empty() ? full_region(log.tensors[unit.logical].shape)
-                                                      : unit.slice});
+    seeds.push_back({unit.logical, unit.slice});
   } else {
     const int producer = log.producer[unit.logical];
     restricted.insert(producer);
