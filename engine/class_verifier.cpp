@@ -321,10 +321,10 @@ class ClassRun {
       check_selected(plan_, expand_selected(g_, b->checked));
       expansion = expand_selected(g_, b->selection);
       // The walk is written out: its memory goes before the text is read
-      // (reading it is a batch's peak), and the text once it is read.
+      // (reading it is a batch's peak; read_selected frees the text), and
+      // the name index once it is read.
       b.reset();
       sub = read_selected(plan_, expansion);
-      std::string().swap(expansion.text);
       decltype(expansion.tensor_index)().swap(expansion.tensor_index);
     } catch (const plan_detail::InvalidPlan& e) {
       Report r;

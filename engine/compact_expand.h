@@ -47,8 +47,9 @@ Expansion expand(const CompactGraph& g);
 Expansion expand_selected(const CompactGraph& g, const Selection& selection);
 // The plan (its logical graph) with the parallel graph `expansion` holds,
 // read with LineageScope::Stages; throws plan_detail::InvalidPlan placed at
-// the compact template. Defined by the plan parser.
-Plan read_selected(const Plan& plan, const Expansion& expansion);
+// the compact template. Frees expansion.text once parsed. Defined by the
+// plan parser.
+Plan read_selected(const Plan& plan, Expansion& expansion);
 // The number of op instances the expansion has (a collective counts once
 // per group), computed per axis without enumerating the mesh.
 int64_t op_instance_count(const CompactGraph& g);

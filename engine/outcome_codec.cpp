@@ -290,6 +290,11 @@ std::optional<std::string> encode_outcome(const Stage& stage, const StageOutcome
 }
 
 std::optional<StageOutcome> decode_outcome(const Stage& stage, const std::string& bytes) {
+  return decode_outcome([&]() -> const Stage& { return stage; }, bytes);
+}
+
+std::optional<StageOutcome> decode_outcome(const std::function<const Stage&()>& stage,
+                                           const std::string& bytes) {
   json j = json::parse(bytes, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   try {
@@ -305,7 +310,7 @@ std::optional<StageOutcome> decode_outcome(const Stage& stage, const std::string
     out.trivial = j.at("trivial").get<bool>();
     out.queries = j.at("queries").get<int64_t>();
     out.seconds = j.at("seconds").get<double>();
-    for (const json& f : j.at("findings")) out.findings.push_back(decode_finding(stage, f));
+    for (const json& f : j.at("findings")) out.findings.push_back(decode_finding(stage(), f));
     return out;
   } catch (const std::exception&) {  // json type errors, std::stoll, BadEncoding
     return std::nullopt;

@@ -5,6 +5,7 @@
 // stores this form; the verifier and the daemon use it to share outcomes.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -27,5 +28,9 @@ std::optional<std::string> encode_outcome(const Stage& stage, const StageOutcome
 // The outcome for `stage` (its names, its stage id); nullopt when the bytes
 // are not a valid encoding or do not fit the stage.
 std::optional<StageOutcome> decode_outcome(const Stage& stage, const std::string& bytes);
+// The same, with the stage asked for only when the outcome has findings (a
+// proven outcome needs none: the verifier then need not build the stage).
+std::optional<StageOutcome> decode_outcome(const std::function<const Stage&()>& stage,
+                                           const std::string& bytes);
 
 }  // namespace shardproof

@@ -392,6 +392,13 @@ std::vector<StageUnit> cut_units(const Plan& plan, int jobs) {
   return units;
 }
 
+std::string stage_title(const Plan& plan, const StageUnit& unit) {
+  std::string title = slice_to_string(plan.logical.tensors[unit.logical].name, unit.slice);
+  if (unit.parts) title += " (" + std::to_string(unit.parts) + " parts)";
+  if (!unit.over.empty()) title += " over " + box_to_string(unit.over);
+  return title;
+}
+
 Stage build_stage(const Plan& plan, const StageUnit& unit, int id) {
   const Graph& par = plan.parallel;
   const Graph& log = plan.logical;
@@ -412,9 +419,7 @@ Stage build_stage(const Plan& plan, const StageUnit& unit, int id) {
                         [](const StageOp& op) { return !op.parallel; });
   stage.slice = unit.slice;
   stage.parts = unit.parts;
-  stage.title = slice_to_string(log.tensors[unit.logical].name, unit.slice);
-  if (unit.parts) stage.title += " (" + std::to_string(unit.parts) + " parts)";
-  if (!unit.over.empty()) stage.title += " over " + box_to_string(unit.over);
+  stage.title = stage_title(plan, unit);
   stage.full_position.clear();  // identity until shape reduction fills it
   return stage;
 }

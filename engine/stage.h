@@ -141,6 +141,9 @@ void cut_cones(const Plan& plan, StageUnit& unit);
 // The stage of one unit, numbered `id` (1-based position among the units).
 Stage build_stage(const Plan& plan, const StageUnit& unit, int id);
 
+// A stage's title (Stage::title) without building it.
+std::string stage_title(const Plan& plan, const StageUnit& unit);
+
 // Cuts the plan into one stage per unit (cut_units then build_stage).
 std::vector<Stage> build_stages(const Plan& plan, int jobs = 1);
 // The stages of units cut before, on up to `jobs` threads.

@@ -98,19 +98,22 @@ void combine(const std::vector<StageOutcome>& outcomes, const std::vector<Source
 // empty and never read.
 class StageRun {
  public:
-  StageRun(std::vector<Stage>& stages, const VerifyOptions& options,
+  StageRun(const Plan& plan, const std::vector<StageUnit>& units, const VerifyOptions& options,
            std::vector<std::optional<ReusedStage>> reuse = {})
-      : stages_(stages),
+      : plan_(plan),
+        units_(units),
+        stages_(units.size()),
+        built_(units.size(), 0),
         options_(options),
         prover_{options.rlimit, options.max_stage_elements, options.timeout_ms,
                 options.test_trials},
-        ids_(stages.size()),
-        outcomes_(stages.size()),
-        sources_(stages.size()),
-        shared_(stages.size()),
-        reduction_done_(stages.size(), 0),
-        reused_(stages.size(), 0),
-        leader_(stages.size(), kNoLeader) {
+        ids_(units.size()),
+        outcomes_(units.size()),
+        sources_(units.size()),
+        shared_(units.size()),
+        reduction_done_(units.size(), 0),
+        reused_(units.size(), 0),
+        leader_(units.size(), kNoLeader) {
     for (size_t i = 0; i < reuse.size(); ++i) {
       if (!reuse[i]) continue;
       ids_[i] = std::move(reuse[i]->id);
@@ -132,19 +135,24 @@ class StageRun {
     StageIdentityMemo run_memo;
     StageIdentityMemo& memo = options_.identity_memo ? *options_.identity_memo : run_memo;
     announce_reused();
+    // A stage keyed from the memo is let go at once (most stages of a large
+    // plan are: holding them all was most of its peak memory); one reduced
+    // here is kept, as it is likely the first of its key.
     parallel_for(options_.jobs, stages_.size(), [&](size_t i) {
       if (reused_[i]) return;
       if (!options_.reduce_shapes) {
-        ids_[i] = stage_identity(stages_[i]);
+        ids_[i] = stage_identity(stage(i));
+        release(i);
         return;
       }
-      const RawStageKey raw = raw_stage_key(stages_[i]);
+      const RawStageKey raw = raw_stage_key(stage(i));
       if (std::optional<StageIdentity> known = memo.find(raw)) {
         ids_[i] = std::move(*known);
+        release(i);
         return;
       }
       ensure_reduced(i);
-      ids_[i] = stage_identity(stages_[i]);
+      ids_[i] = stage_identity(stage(i));
       memo.remember(raw, ids_[i]);
     });
     // One stage per distinct key (identical layers once).
@@ -154,6 +162,7 @@ class StageRun {
       const bool first = first_with_key.emplace(ids_[i].key, i).second;
       if (reused_[i]) continue;  // decided; still the first of its key
       (first ? unique : duplicates).push_back(i);
+      if (!first) release(i);
     }
     report.stats.unique_stages = static_cast<int64_t>(first_with_key.size());
     auto keyed = Clock::now();
@@ -188,7 +197,8 @@ class StageRun {
         copy->status = StageStatus::Proven;
       } else if (shared_[first]) {
         ensure_reduced(i);
-        copy = decode_outcome(stages_[i], *shared_[first]);
+        copy = decode_outcome(stage(i), *shared_[first]);
+        release(i);
       }
       if (!copy) {
         resolve.push_back(i);
@@ -212,9 +222,26 @@ class StageRun {
     } catch (const std::exception& e) {
       StageOutcome o;
       o.status = StageStatus::InternalError;
-      o.error = "stage " + std::to_string(stages_[i].id) + ": " + e.what();
+      o.error = "stage " + std::to_string(i + 1) + ": " + e.what();
       record(i, std::move(o), Source::Solved);
     }
+    release(i);
+  }
+
+  // A stage is built when first needed and let go when decided: a plan's
+  // stages are never all in memory at once. Building is deterministic, so a
+  // stage let go and built again (and reduced again) is the same stage.
+  Stage& stage(size_t i) {
+    if (!built_[i]) {
+      stages_[i] = build_stage(plan_, units_[i], static_cast<int>(i) + 1);
+      built_[i] = 1;
+    }
+    return stages_[i];
+  }
+  void release(size_t i) {
+    stages_[i] = Stage{};
+    built_[i] = 0;
+    reduction_done_[i] = 0;
   }
 
   // Takes the stage's outcome from the store, or solves it (and keeps it).
@@ -223,16 +250,17 @@ class StageRun {
     if (store == nullptr) {
       StageOutcome o = solve(i);
       // Duplicates of a refuted stage take its findings by position.
-      if (o.status == StageStatus::Refuted) shared_[i] = encode_outcome(stages_[i], o);
+      if (o.status == StageStatus::Refuted) shared_[i] = encode_outcome(stage(i), o);
       record(i, std::move(o), Source::Solved);
       return;
     }
     if (std::optional<std::string> stored = store->lookup(ids_[i])) {
       // A proven stage needs no reduced form; findings are rendered through it.
-      std::optional<StageOutcome> o = decode_outcome(stages_[i], *stored);
+      std::optional<StageOutcome> o =
+          decode_outcome([&]() -> const Stage& { return stage(i); }, *stored);
       if (o && !o->findings.empty() && !reduction_done_[i]) {
         ensure_reduced(i);
-        o = decode_outcome(stages_[i], *stored);
+        o = decode_outcome(stage(i), *stored);
       }
       if (o) {
         shared_[i] = std::move(stored);
@@ -254,7 +282,7 @@ class StageRun {
       ~Finish() { store->finish(id, encoded, seconds); }
     } finish{store, ids_[i], encoded, seconds};
     StageOutcome o = solve(i);
-    encoded = encode_outcome(stages_[i], o);
+    encoded = encode_outcome(stage(i), o);
     seconds = o.seconds;
     shared_[i] = encoded;
     record(i, std::move(o), Source::Solved);
@@ -264,7 +292,7 @@ class StageRun {
   // findings need them reduced (the same reduction the memo's key came from).
   void ensure_reduced(size_t i) {
     if (!options_.reduce_shapes || reduction_done_[i]) return;
-    reduce_stage(stages_[i]);
+    reduce_stage(stage(i));
     reduction_done_[i] = 1;
   }
 
@@ -276,7 +304,7 @@ class StageRun {
       explicit Solving(std::atomic<int64_t>& c) : count(c) { ++count; }
       ~Solving() { --count; }
     } solving(solving_);
-    auto prove = [&] { return prove_stage(stages_[i], prover_); };
+    auto prove = [&] { return prove_stage(stage(i), prover_); };
     return options_.executor ? options_.executor(prove) : prove();
   }
 
@@ -325,13 +353,16 @@ class StageRun {
     p.total = static_cast<int64_t>(stages_.size());
     p.cached = cached_;
     p.solving = solving_;
-    p.stage = "stage " + std::to_string(stages_[i].id) + ": " + stages_[i].title;
+    p.stage = "stage " + std::to_string(i + 1) + ": " + stage_title(plan_, units_[i]);
     p.status = status_name(outcomes_[i].status);
     p.source = source_name(sources_[i]);
     options_.progress(p);
   }
 
-  std::vector<Stage>& stages_;
+  const Plan& plan_;
+  const std::vector<StageUnit>& units_;
+  std::vector<Stage> stages_;  // built on demand (stage(i)), else empty
+  std::vector<char> built_;    // one byte per stage: written by one thread each
   const VerifyOptions& options_;
   ProverOptions prover_;
   std::vector<StageIdentity> ids_;
@@ -365,16 +396,16 @@ Report plan_report(const Plan& plan) {
 
 // Runs the stages and keeps what a later edit can reuse in `record` (if any):
 // each stage's identity, and its outcome when definite.
-void run_stages(std::vector<Stage>& stages, const VerifyOptions& options,
+void run_stages(const Plan& plan, const std::vector<StageUnit>& units, const VerifyOptions& options,
                 std::vector<std::optional<ReusedStage>> reuse, StageRecord* record,
                 Report& report) {
-  report.stats.stages = static_cast<int64_t>(stages.size());
-  StageRun run(stages, options, std::move(reuse));
+  report.stats.stages = static_cast<int64_t>(units.size());
+  StageRun run(plan, units, options, std::move(reuse));
   run.run(report);
   if (!record) return;
-  record->stages.assign(stages.size(), std::nullopt);
-  record->verdict_keys.assign(stages.size(), std::string());
-  for (size_t i = 0; i < stages.size(); ++i) {
+  record->stages.assign(units.size(), std::nullopt);
+  record->verdict_keys.assign(units.size(), std::string());
+  for (size_t i = 0; i < units.size(); ++i) {
     record->verdict_keys[i] = run.identities()[i].verdict;
     StageOutcome& o = run.outcomes()[i];
     if (o.status == StageStatus::Proven || o.status == StageStatus::Refuted)
@@ -387,10 +418,9 @@ Report verify_recorded(const Plan& plan, const VerifyOptions& options, StageReco
   Report report = plan_report(plan);
   try {
     std::vector<StageUnit> units = cut_units(plan, options.jobs);
-    std::vector<Stage> stages = build_stages(plan, units, options.jobs);
     report.stats.phases.cut = std::chrono::duration<double>(Clock::now() - start).count();
+    run_stages(plan, units, options, {}, record, report);
     if (record) record->units = std::move(units);
-    run_stages(stages, options, {}, record, report);
   } catch (const std::exception& e) {
     report.verdict = Verdict::InternalError;
     report.error = e.what();
@@ -441,14 +471,12 @@ Report verify_plan_edit(const Plan& plan, const OpEdits& edits, const VerifyOpti
         reuse[i].reset();
       if (!reuse[i]) recut.push_back(i);
     }
-    std::vector<Stage> stages(record.units.size());
-    parallel_for(options.jobs, recut.size(), [&](size_t k) {
-      const size_t i = recut[k];
-      cut_cones(plan, record.units[i]);
-      stages[i] = build_stage(plan, record.units[i], static_cast<int>(i) + 1);
-    });
+    parallel_for(options.jobs, recut.size(),
+                 [&](size_t k) { cut_cones(plan, record.units[recut[k]]); });
     report.stats.phases.cut = std::chrono::duration<double>(Clock::now() - start).count();
-    run_stages(stages, options, std::move(reuse), &record, report);
+    std::vector<StageUnit> units = std::move(record.units);
+    run_stages(plan, units, options, std::move(reuse), &record, report);
+    record.units = std::move(units);
   } catch (const std::exception& e) {
     report.verdict = Verdict::InternalError;
     report.error = e.what();
