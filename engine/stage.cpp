@@ -141,13 +141,14 @@ class StageBuilder {
     return restricted_map_[{t, over}] = index;
   }
 
-  // Parallel tensors the stage reads or claims: an all_to_all writes only
-  // these of its outputs (add_all_to_all).
+  // Parallel tensors the stage reads or claims: an all_to_all or a
+  // reduce_scatter writes only these of its outputs.
   void set_needed(std::set<int> needed) { needed_ = std::move(needed); }
 
   void add_op(const Graph& g, int op_index, bool parallel) {
     const Op& op = g.ops[op_index];
     if (parallel && op.op == "all_to_all") return add_all_to_all(op, op_index);
+    if (parallel && op.op == "reduce_scatter") return add_reduce_scatter(op, op_index);
     StageOp so;
     so.op = op.op;
     so.attrs = op.attrs;
@@ -156,12 +157,25 @@ class StageBuilder {
     so.source = op_index;
     so.display_name = op.display_name();
     for (int t : op.in) so.in.push_back(parallel ? add_parallel(t) : add_logical(t));
-    for (int t : op.out) {
+    for (int t : outputs_in_stage_order(op, parallel)) {
       int index = parallel ? add_parallel(t) : add_logical(t);
       stage_.tensors[index].free = false;
       so.out.push_back(index);
     }
     stage_.ops.push_back(std::move(so));
+  }
+
+  // An op's outputs as the stage writes them. Every output of an all_reduce
+  // or an all_gather is the same value, so the ones the stage reads or
+  // claims go first (in group order): a stage that needs one member's output
+  // (such as a ZeRO rank slicing its shard from it) then keys the same
+  // whichever member that is, and the corners along the group's axis stay
+  // in one class.
+  std::vector<int> outputs_in_stage_order(const Op& op, bool parallel) const {
+    if (!parallel || (op.op != "all_reduce" && op.op != "all_gather")) return op.out;
+    std::vector<int> out = op.out;
+    std::stable_partition(out.begin(), out.end(), [&](int t) { return needed_.count(t) > 0; });
+    return out;
   }
 
  private:
@@ -187,23 +201,45 @@ class StageBuilder {
     return index;
   }
 
-  // An all_to_all written out for the outputs the stage needs: output j is
-  // the concat along concat_dim of every input's j-th piece along split_dim
-  // (its definition, ops/collectives.cpp). A stage that needs one member's
-  // output then holds that member's pieces, slices that reduce like any
-  // other, instead of every output with both dims kept at full size (and the
-  // member's place in the group, a full position, in the stage's key).
+  // Piece `j` of `n` along `dim` of each of `in`: intermediates of the
+  // collective `op` (not claims of its inputs), for its written-out forms.
+  std::vector<int> pieces(int op_index, const std::vector<int>& in, int dim, size_t j,
+                          const std::string& display_name) {
+    const int64_t len = stage_.tensors[in[0]].full_shape[dim] / static_cast<int64_t>(in.size());
+    const std::pair<int64_t, int64_t> piece{static_cast<int64_t>(j) * len,
+                                            static_cast<int64_t>(j + 1) * len};
+    std::vector<int> out;
+    for (int t : in) {
+      const int sliced = add_slice(t, dim, piece);
+      stage_.tensors[sliced].of.reset();
+      stage_.tensors[sliced].logical_index = -1;
+      stage_.ops.back().parallel = true;
+      stage_.ops.back().source = op_index;
+      stage_.ops.back().display_name = display_name;
+      out.push_back(sliced);
+    }
+    return out;
+  }
+
+  int dim_of(const Op& op, const char* key) const {
+    const int64_t rank = static_cast<int64_t>(plan_.parallel.tensors[op.in[0]].shape.size());
+    const int64_t d = op.attrs.at(key).as_int();
+    return static_cast<int>(d < 0 ? d + rank : d);
+  }
+
+  // A collective written out for the outputs the stage needs, each from its
+  // own pieces of the inputs: a stage that needs one member's output then
+  // holds that member's pieces, slices that reduce like any other, instead
+  // of every output with the split dim kept at full size (and the member's
+  // place in the group, a full position, in the stage's key: corners along
+  // the group's axis would key differently and split their class).
+  //
+  // all_to_all: output j is the concat along concat_dim of every input's
+  // j-th piece along split_dim (its definition, ops/collectives.cpp).
   void add_all_to_all(const Op& op, int op_index) {
     std::vector<int> in;
     for (int t : op.in) in.push_back(add_parallel(t));
-    const Shape& shape = plan_.parallel.tensors[op.in[0]].shape;
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    auto dim_attr = [&](const char* key) {
-      const int64_t d = op.attrs.at(key).as_int();
-      return static_cast<int>(d < 0 ? d + rank : d);
-    };
-    const int split = dim_attr("split_dim"), concat = dim_attr("concat_dim");
-    const int64_t len = shape[split] / static_cast<int64_t>(in.size());
+    const int split = dim_of(op, "split_dim"), concat = dim_of(op, "concat_dim");
     for (size_t j = 0; j < op.out.size(); ++j) {
       if (!needed_.count(op.out[j])) continue;
       StageOp so;
@@ -212,21 +248,42 @@ class StageBuilder {
       so.parallel = true;
       so.source = op_index;
       so.display_name = op.display_name() + " (output " + std::to_string(j) + ")";
-      const std::pair<int64_t, int64_t> piece{static_cast<int64_t>(j) * len,
-                                              static_cast<int64_t>(j + 1) * len};
-      for (int t : in) {
-        // A piece is an intermediate of the op, not a claim of its input.
-        const int sliced = add_slice(t, split, piece);
-        stage_.tensors[sliced].of.reset();
-        stage_.tensors[sliced].logical_index = -1;
-        stage_.ops.back().parallel = true;
-        stage_.ops.back().source = op_index;
-        stage_.ops.back().display_name = so.display_name;
-        so.in.push_back(sliced);
-      }
+      so.in = pieces(op_index, in, split, j, so.display_name);
       const int out = add_parallel(op.out[j]);
       stage_.tensors[out].free = false;
       so.out = {out};
+      stage_.ops.push_back(std::move(so));
+    }
+  }
+
+  // reduce_scatter: output j is the reduction (its `reduce`, in group
+  // order) of every input's j-th piece along dim: an all_reduce of the
+  // pieces, whose other outputs (equal to it) nothing reads.
+  void add_reduce_scatter(const Op& op, int op_index) {
+    std::vector<int> in;
+    for (int t : op.in) in.push_back(add_parallel(t));
+    const int dim = dim_of(op, "dim");
+    for (size_t j = 0; j < op.out.size(); ++j) {
+      if (!needed_.count(op.out[j])) continue;
+      StageOp so;
+      so.op = "all_reduce";
+      if (auto r = op.attrs.find("reduce"); r != op.attrs.end()) so.attrs["reduce"] = r->second;
+      so.group = op.group;
+      so.parallel = true;
+      so.source = op_index;
+      so.display_name = op.display_name() + " (output " + std::to_string(j) + ")";
+      so.in = pieces(op_index, in, dim, j, so.display_name);
+      const int out = add_parallel(op.out[j]);
+      stage_.tensors[out].free = false;
+      so.out = {out};
+      for (size_t k = 1; k < in.size(); ++k) {
+        StageTensor copy = stage_.tensors[out];
+        copy.name += " (copy " + std::to_string(k) + ")";
+        copy.of.reset();
+        copy.logical_index = -1;
+        stage_.tensors.push_back(std::move(copy));
+        so.out.push_back(static_cast<int>(stage_.tensors.size()) - 1);
+      }
       stage_.ops.push_back(std::move(so));
     }
   }

@@ -420,5 +420,35 @@ TEST(ClassVerifier, ExpertDispatchStagesKeepTheDpClasses) {
   EXPECT_NE(b.findings[0].message.find("tp=0"), std::string::npos) << b.findings[0].message;
 }
 
+// ZeRO: under zero 1 each dp rank slices its shard from its all_reduce
+// output, under zero 2 it takes it from a reduce_scatter. A rank's shard
+// stage keys the same at every dp coordinate (stage.cpp writes the
+// collective out for the outputs it needs), so dp keeps its classes; the
+// unfixed stages put the rank's place in the group in the key and every dp
+// coordinate became a class of its own.
+TEST(ClassVerifier, ZeroShardStagesKeepTheDpClasses) {
+  for (int zero : {1, 2}) {
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    planner::PlanConfig c = testing::transformer_config(1, 8, 2, 1, 2);
+    c.zero = zero;
+    c.compact = true;
+    const nlohmann::json plan = planner::generate_plan("llama3-tiny", c);
+    Report r = by_classes(plan);
+    ASSERT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+    EXPECT_LT(r.stats.class_anchors, 8 * 2 * 2) << "every dp coordinate explored";
+
+    c.bug = "dp-grad-mean-not-sum";
+    const nlohmann::json buggy = planner::generate_plan("llama3-tiny", c);
+    Report b = by_classes(buggy);
+    EXPECT_EQ(expanded(buggy).verdict, Verdict::NotEquivalent);
+    ASSERT_EQ(b.verdict, Verdict::NotEquivalent) << testing::explain(b);
+    ASSERT_FALSE(b.findings.empty());
+    // The rank's shard of the wq gradient (sliced from its all_reduce
+    // output, or its reduce_scatter output) is where the mean shows.
+    EXPECT_NE(b.findings[0].message.find("grad.l0.wq"), std::string::npos) << b.findings[0].message;
+    EXPECT_NE(b.findings[0].message.find("tp=0"), std::string::npos) << b.findings[0].message;
+  }
+}
+
 }  // namespace
 }  // namespace shardproof
