@@ -142,7 +142,8 @@ class StageBuilder {
   }
 
   // Parallel tensors the stage reads or claims: an all_to_all or a
-  // reduce_scatter writes only these of its outputs.
+  // reduce_scatter writes only these of its outputs, an all_reduce or an
+  // all_gather writes them first.
   void set_needed(std::set<int> needed) { needed_ = std::move(needed); }
 
   void add_op(const Graph& g, int op_index, bool parallel) {
@@ -201,8 +202,9 @@ class StageBuilder {
     return index;
   }
 
-  // Piece `j` of `n` along `dim` of each of `in`: intermediates of the
-  // collective `op` (not claims of its inputs), for its written-out forms.
+  // Piece `j` of `in.size()` along `dim` of each of `in`: intermediates of
+  // the collective `op_index` (not claims of its inputs), for its
+  // written-out forms.
   std::vector<int> pieces(int op_index, const std::vector<int>& in, int dim, size_t j,
                           const std::string& display_name) {
     const int64_t len = stage_.tensors[in[0]].full_shape[dim] / static_cast<int64_t>(in.size());
