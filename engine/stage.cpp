@@ -244,16 +244,8 @@ class StageBuilder {
     const int split = dim_of(op, "split_dim"), concat = dim_of(op, "concat_dim");
     for (size_t j = 0; j < op.out.size(); ++j) {
       if (!needed_.count(op.out[j])) continue;
-      StageOp so;
-      so.op = "concat";
+      StageOp so = written_out(op, op_index, j, "concat", in, split);
       so.attrs = {{"dim", Attr::of_int(concat)}};
-      so.parallel = true;
-      so.source = op_index;
-      so.display_name = op.display_name() + " (output " + std::to_string(j) + ")";
-      so.in = pieces(op_index, in, split, j, so.display_name);
-      const int out = add_parallel(op.out[j]);
-      stage_.tensors[out].free = false;
-      so.out = {out};
       stage_.ops.push_back(std::move(so));
     }
   }
@@ -267,19 +259,11 @@ class StageBuilder {
     const int dim = dim_of(op, "dim");
     for (size_t j = 0; j < op.out.size(); ++j) {
       if (!needed_.count(op.out[j])) continue;
-      StageOp so;
-      so.op = "all_reduce";
+      StageOp so = written_out(op, op_index, j, "all_reduce", in, dim);
       if (auto r = op.attrs.find("reduce"); r != op.attrs.end()) so.attrs["reduce"] = r->second;
       so.group = op.group;
-      so.parallel = true;
-      so.source = op_index;
-      so.display_name = op.display_name() + " (output " + std::to_string(j) + ")";
-      so.in = pieces(op_index, in, dim, j, so.display_name);
-      const int out = add_parallel(op.out[j]);
-      stage_.tensors[out].free = false;
-      so.out = {out};
       for (size_t k = 1; k < in.size(); ++k) {
-        StageTensor copy = stage_.tensors[out];
+        StageTensor copy = stage_.tensors[so.out[0]];
         copy.name += " (copy " + std::to_string(k) + ")";
         copy.of.reset();
         copy.logical_index = -1;
@@ -288,6 +272,22 @@ class StageBuilder {
       }
       stage_.ops.push_back(std::move(so));
     }
+  }
+
+  // The op `kind` that writes output j of the collective `op` from the j-th
+  // pieces of its inputs `in` along `dim` (attributes left to the caller).
+  StageOp written_out(const Op& op, int op_index, size_t j, const char* kind,
+                      const std::vector<int>& in, int dim) {
+    StageOp so;
+    so.op = kind;
+    so.parallel = true;
+    so.source = op_index;
+    so.display_name = op.display_name() + " (output " + std::to_string(j) + ")";
+    so.in = pieces(op_index, in, dim, j, so.display_name);
+    const int out = add_parallel(op.out[j]);
+    stage_.tensors[out].free = false;
+    so.out = {out};
+    return so;
   }
 
   const Plan& plan_;

@@ -394,6 +394,28 @@ TEST(ClassVerifier, ABugAtOneInteriorCoordinateIsFoundThere) {
   EXPECT_EQ(by_classes(plan).verdict, Verdict::Equivalent);
 }
 
+// A plan whose dp coordinates should stay one class under the class
+// verifier: fewer corners than the whole dp axis (8 here, with 2 tp and 2
+// micro-batches), and `bug` found at the coordinates where it runs, naming
+// each of `where` in its first finding.
+void expect_dp_classes_kept(const std::string& family, planner::PlanConfig c,
+                            const std::string& bug, const std::vector<std::string>& where) {
+  c.compact = true;
+  const nlohmann::json plan = planner::generate_plan(family, c);
+  Report r = by_classes(plan);
+  ASSERT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+  EXPECT_LT(r.stats.class_anchors, 8 * 2 * 2) << "every dp coordinate explored";
+
+  c.bug = bug;
+  const nlohmann::json buggy = planner::generate_plan(family, c);
+  Report b = by_classes(buggy);
+  EXPECT_EQ(expanded(buggy).verdict, Verdict::NotEquivalent);
+  ASSERT_EQ(b.verdict, Verdict::NotEquivalent) << testing::explain(b);
+  ASSERT_FALSE(b.findings.empty());
+  for (const std::string& w : where)
+    EXPECT_NE(b.findings[0].message.find(w), std::string::npos) << b.findings[0].message;
+}
+
 // An expert-parallel all_to_all gives each dp rank its own output. A stage
 // holds only the pieces of the output it claims, so the interior dp ranks
 // are one class (before, each rank's place in the group was in its stage's
@@ -404,20 +426,7 @@ TEST(ClassVerifier, ExpertDispatchStagesKeepTheDpClasses) {
   c.ep = 8;
   c.seq = 16;
   c.batch = 128;
-  c.compact = true;
-  const nlohmann::json plan = planner::generate_plan("deepseek-v3", c);
-  Report r = by_classes(plan);
-  ASSERT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
-  EXPECT_LT(r.stats.class_anchors, 8 * 2 * 2) << "every dp coordinate explored";
-
-  c.bug = "all-to-all-dims-swapped";
-  const nlohmann::json buggy = planner::generate_plan("deepseek-v3", c);
-  Report b = by_classes(buggy);
-  EXPECT_EQ(expanded(buggy).verdict, Verdict::NotEquivalent);
-  ASSERT_EQ(b.verdict, Verdict::NotEquivalent) << testing::explain(b);
-  ASSERT_FALSE(b.findings.empty());
-  EXPECT_NE(b.findings[0].message.find("mb=0"), std::string::npos) << b.findings[0].message;
-  EXPECT_NE(b.findings[0].message.find("tp=0"), std::string::npos) << b.findings[0].message;
+  expect_dp_classes_kept("deepseek-v3", c, "all-to-all-dims-swapped", {"mb=0", "tp=0"});
 }
 
 // ZeRO: under zero 1 each dp rank slices its shard from its all_reduce
@@ -425,28 +434,14 @@ TEST(ClassVerifier, ExpertDispatchStagesKeepTheDpClasses) {
 // stage keys the same at every dp coordinate (stage.cpp writes the
 // collective out for the outputs it needs), so dp keeps its classes; the
 // unfixed stages put the rank's place in the group in the key and every dp
-// coordinate became a class of its own.
+// coordinate became a class of its own. The mean shows at the rank's shard
+// of the wq gradient.
 TEST(ClassVerifier, ZeroShardStagesKeepTheDpClasses) {
   for (int zero : {1, 2}) {
     SCOPED_TRACE("zero " + std::to_string(zero));
     planner::PlanConfig c = testing::transformer_config(1, 8, 2, 1, 2);
     c.zero = zero;
-    c.compact = true;
-    const nlohmann::json plan = planner::generate_plan("llama3-tiny", c);
-    Report r = by_classes(plan);
-    ASSERT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
-    EXPECT_LT(r.stats.class_anchors, 8 * 2 * 2) << "every dp coordinate explored";
-
-    c.bug = "dp-grad-mean-not-sum";
-    const nlohmann::json buggy = planner::generate_plan("llama3-tiny", c);
-    Report b = by_classes(buggy);
-    EXPECT_EQ(expanded(buggy).verdict, Verdict::NotEquivalent);
-    ASSERT_EQ(b.verdict, Verdict::NotEquivalent) << testing::explain(b);
-    ASSERT_FALSE(b.findings.empty());
-    // The rank's shard of the wq gradient (sliced from its all_reduce
-    // output, or its reduce_scatter output) is where the mean shows.
-    EXPECT_NE(b.findings[0].message.find("grad.l0.wq"), std::string::npos) << b.findings[0].message;
-    EXPECT_NE(b.findings[0].message.find("tp=0"), std::string::npos) << b.findings[0].message;
+    expect_dp_classes_kept("llama3-tiny", c, "dp-grad-mean-not-sum", {"grad.l0.wq", "tp=0"});
   }
 }
 
