@@ -16,9 +16,9 @@ namespace shardproof {
 // The ops (producers first) whose outputs intersect the demand that the
 // regions `seeds` place on them, walking back from the seeds and stopping at
 // tensors for which `stop` holds (never at a seed). An empty region is the
-// whole tensor. Branches nothing is
-// demanded of are not walked: a claim on one half of a concat would
-// otherwise walk the whole model behind the other half.
+// whole tensor. Branches nothing is demanded of are not walked: a claim on
+// one half of a concat would otherwise walk the whole model behind the
+// other half.
 std::vector<int> demanded_cone(const Graph& graph,
                                const std::vector<std::pair<int, SliceSpec>>& seeds,
                                const std::function<bool(int)>& stop);

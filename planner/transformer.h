@@ -166,6 +166,9 @@ class Builder {
   // its stage (compact).
   int grad_key(const Coord& x) const { return sym() ? x.p : rank(x); }
   SymSlice slice_of(const Coord& x, const Shape& full, const Spec& spec) const;
+  // The block of the batch (of dp * mb) that micro-batch x.m of dp rank x.d
+  // holds (Ax::Batch).
+  Aff batch_block(const Coord& x) const;
   // Declares local tensor `local` standing for logical[spec slice] (or part
   // of it); in the logical graph it is the logical tensor itself.
   std::string claim(const Coord& x, const std::string& local, const std::string& logical,

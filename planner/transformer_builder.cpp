@@ -67,6 +67,14 @@ Aff Builder::kv_replica(const Coord& x) const {
   return s.kv_replicas() == 1 ? Aff(0) : Aff(x.t % s.kv_replicas());
 }
 
+// MoE: micro-batch major, the sequences of one micro-batch over all dp ranks
+// are contiguous (an expert all_to_all gathers exactly those). Otherwise rank
+// major, as a data loader shards a global batch: a rank's gradient is then a
+// partial sum over contiguous rows (partial_box).
+Aff Builder::batch_block(const Coord& x) const {
+  return s.moe() ? Aff(x.m) * s.dp + x.d : Aff(x.d) * s.mb + x.m;
+}
+
 SymSlice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) const {
   if (spec.size() != full.size())
     throw std::logic_error("transformer planner: spec rank does not match the shape");
@@ -82,13 +90,7 @@ SymSlice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) 
         slice.push_back({0, n});
         break;
       case Ax::Batch:
-        // MoE: micro-batch major, the sequences of one micro-batch over all
-        // dp ranks are contiguous (an expert all_to_all gathers exactly
-        // those). Otherwise rank major, as a data loader shards a global
-        // batch: a rank's gradient is then a partial sum over contiguous
-        // rows (partial_box).
-        slice.push_back(block(n, int64_t(s.dp) * s.mb,
-                              s.moe() ? Aff(x.m) * s.dp + x.d : Aff(x.d) * s.mb + x.m));
+        slice.push_back(block(n, int64_t(s.dp) * s.mb, batch_block(x)));
         break;
       case Ax::Seq:
         slice.push_back(block(n, s.cp, x.c));

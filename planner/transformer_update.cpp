@@ -235,9 +235,9 @@ std::optional<SymSlice> Builder::partial_box(const Coord& x, const std::string& 
   if (it == grad_index_.end()) return std::nullopt;
   const Shape& index = it->second;
   if (index.empty()) return std::nullopt;
-  // The batch blocks of slice_of (Ax::Batch): d*mb + m, or m*dp + d for MoE.
+  // A micro-batch's block of slice_of (Ax::Batch), or a (rank-major) rank's.
   const int64_t rows = index[0] * (whole_rank ? s.mb : 1);
-  const Aff block = whole_rank ? Aff(x.d) : s.moe() ? Aff(x.m) * s.dp + x.d : Aff(x.d) * s.mb + x.m;
+  const Aff block = whole_rank ? Aff(x.d) : batch_block(x);
   SymSlice box = {{block * rows, block * rows + rows}};
   for (size_t k = 1; k < index.size(); ++k) box.push_back({0, index[k]});
   return box;
