@@ -189,7 +189,24 @@ class Expander {
       append_int(out, lin.part_n.eval(c));
       out += ']';
     }
-    if (!lin.over.empty()) ranges(",\"over\":[", lin.over, c);
+    if (!lin.over.empty()) {
+      out += ",\"over\":[";
+      for (size_t a = 0; a < lin.over.size(); ++a) {
+        const OverTemplate& o = lin.over[a];
+        out += a ? ",[" : "[";
+        append_int(out, o.lo.eval(c));
+        out += ',';
+        append_int(out, o.hi.eval(c));
+        if (o.strided) {
+          out += ',';
+          append_int(out, o.step.eval(c));
+          out += ',';
+          append_int(out, o.count.eval(c));
+        }
+        out += ']';
+      }
+      out += ']';
+    }
     out += '}';
   }
 

@@ -519,6 +519,16 @@ struct Explorer::Impl {
     return la.is_constant() && lb.is_constant() && la.constant != lb.constant;
   }
 
+  // Whether a restricted claim's axis is, at every coordinate, several
+  // blocks with gaps between them (constant count above 1, constant gap).
+  static bool gapped(const OverTemplate& o) {
+    if (!o.strided || !o.count.is_constant() || o.count.constant < 2) return false;
+    Affine gap = o.step;
+    gap.constant -= o.hi.constant - o.lo.constant;
+    for (int axis = 0; axis < kAxisCount; ++axis) gap.coef[axis] -= o.hi.coef[axis] - o.lo.coef[axis];
+    return gap.is_constant() && gap.constant > 0;
+  }
+
   std::vector<std::pair<Ref, Coord>> group(const Ref& seed, const Coord& c) {
     const TensorTemplate& s = g.programs[seed.program].tensors[seed.element];
     const Lineage& lin = *s.of;
@@ -536,7 +546,19 @@ struct Explorer::Impl {
       bool apart = false;
       for (size_t d = 0; d < ul.slice.size(); ++d)
         apart |= lengths_apart(ul.slice[d], lin.slice[d]);
-      for (size_t a = 0; a < ul.over.size(); ++a) apart |= lengths_apart(ul.over[a], lin.over[a]);
+      for (size_t a = 0; a < ul.over.size(); ++a) {
+        const OverTemplate &uo = ul.over[a], &lo = lin.over[a];
+        if (uo.strided != lo.strided) {
+          // A block and blocks with gaps between them are never one set; a
+          // step whose blocks may touch would need the v1 reader's merging.
+          if (!gapped(uo) && !gapped(lo))
+            throw ExploreError{
+                "restricted claims of one logical tensor written with and without a step, "
+                "whose blocks may touch; the class verifier needs one form"};
+          apart = true;
+        }
+        apart |= lengths_apart({uo.lo, uo.hi}, {lo.lo, lo.hi});
+      }
       if (apart) continue;
       std::vector<Equation> eqs;
       const Pattern& up = *u.pattern;
@@ -547,8 +569,13 @@ struct Explorer::Impl {
       }
       if (ul.has_part) eqs.push_back({ul.part_n, lin.part_n.eval(c)});
       for (size_t a = 0; a < ul.over.size(); ++a) {
-        eqs.push_back({ul.over[a].first, lin.over[a].first.eval(c)});
-        eqs.push_back({ul.over[a].second, lin.over[a].second.eval(c)});
+        const OverTemplate &uo = ul.over[a], &lo = lin.over[a];
+        eqs.push_back({uo.lo, lo.lo.eval(c)});
+        eqs.push_back({uo.hi, lo.hi.eval(c)});
+        if (uo.strided) {
+          eqs.push_back({uo.step, lo.step.eval(c)});
+          eqs.push_back({uo.count, lo.count.eval(c)});
+        }
       }
       std::vector<int> all(m.axes.begin(), m.axes.end());
       if (t.per_mb) all.push_back(kMbAxis);

@@ -47,17 +47,25 @@ struct Mesh {
   std::string describe(const Coord& c, bool with_mb) const;
 };
 
+// One axis of a restricted claim ("over"): [lo, hi], or [lo, hi, step,
+// count] when `strided`.
+struct OverTemplate {
+  Affine lo, hi, step, count;
+  bool strided = false;
+  AxisMask mask() const { return lo.mask() | hi.mask() | step.mask() | count.mask(); }
+};
+
 struct Lineage {
   Template tensor;
   bool has_slice = false;
   std::vector<std::pair<Affine, Affine>> slice;
   bool has_part = false;
   Affine part_k, part_n;
-  std::vector<std::pair<Affine, Affine>> over;  // a restricted claim's box (empty: none)
+  std::vector<OverTemplate> over;  // a restricted claim's set (empty: none)
   AxisMask mask() const {
     AxisMask m = tensor.mask() | part_k.mask() | part_n.mask();
     for (const auto& [lo, hi] : slice) m |= lo.mask() | hi.mask();
-    for (const auto& [lo, hi] : over) m |= lo.mask() | hi.mask();
+    for (const OverTemplate& o : over) m |= o.mask();
     return m;
   }
 };

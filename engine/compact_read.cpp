@@ -180,6 +180,30 @@ class Reader {
     return out;
   }
 
+  // [[lo, hi] or [lo, hi, step, count], ...] of affine expressions.
+  std::vector<OverTemplate> over_ranges(const Node& n, const std::string& what) {
+    plan_detail::expect_array(n, what, "lineage-over");
+    std::vector<OverTemplate> out;
+    for (size_t a = 0; a < n.value().items.size(); ++a) {
+      Node range = n.item(a);
+      if (!range->is(Kind::Array) || (range->items.size() != 2 && range->items.size() != 4))
+        range.fail("lineage-over", what + "[" + std::to_string(a) +
+                                       "]: expected [lo, hi] or [lo, hi, step, count], found " +
+                                       jsonsrc::describe(range.value()));
+      std::string at = what + "[" + std::to_string(a) + "]";
+      OverTemplate o;
+      o.lo = expr(range.item(0), at);
+      o.hi = expr(range.item(1), at);
+      o.strided = range->items.size() == 4;
+      if (o.strided) {
+        o.step = expr(range.item(2), at);
+        o.count = expr(range.item(3), at);
+      }
+      out.push_back(std::move(o));
+    }
+    return out;
+  }
+
   Lineage read_lineage(const Node& n, const std::string& what) {
     if (!n->is(Kind::Object))
       n.fail("lineage", what + " of: expected an object, found " + jsonsrc::describe(n.value()));
@@ -192,7 +216,7 @@ class Reader {
       lin.slice = ranges(*slice, what + " of.slice", "lineage-slice");
     }
     if (std::optional<Node> over = n.get("over"))
-      lin.over = ranges(*over, what + " of.over", "lineage-over");
+      lin.over = over_ranges(*over, what + " of.over");
     if (std::optional<Node> part = n.get("part")) {
       lin.has_part = true;
       if (!part->value().is(Kind::Array) || part->value().items.size() != 2)

@@ -72,6 +72,16 @@ std::string box_to_string(const SliceSpec& box) {
   return s + "]";
 }
 
+std::string over_to_string(const OverSpec& over) {
+  std::string s = "[";
+  for (size_t a = 0; a < over.size(); ++a) {
+    const OverRange& r = over[a];
+    s += (a ? ", " : "") + std::to_string(r.lo) + ":" + std::to_string(r.hi);
+    if (r.count > 1) s += " step " + std::to_string(r.step) + " x" + std::to_string(r.count);
+  }
+  return s + "]";
+}
+
 std::string Op::display_name() const {
   return name.empty() ? "#" + std::to_string(index) + " " + op : name;
 }

@@ -3,6 +3,7 @@
 // which has already checked every rule of the contract.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -33,6 +34,21 @@ using SliceSpec = std::vector<std::pair<int64_t, int64_t>>;
 // "[0:4, 2:8]": a box of [lo, hi) ranges, for messages.
 std::string box_to_string(const SliceSpec& box);
 
+// One axis of a restricted claim's index set ("over"): `count` blocks
+// [lo + i*step, hi + i*step), i = 0..count-1, with step >= hi - lo so they
+// never overlap. One block (count 1) is the plain range lo:hi; more name the
+// rows a rank owns when its micro-batches' rows are interleaved with other
+// ranks' (docs/plan-format.md, "over").
+struct OverRange {
+  int64_t lo = 0, hi = 0, step = 0, count = 1;
+  int64_t last_hi() const { return hi + (count - 1) * step; }
+  std::pair<int64_t, int64_t> block(int64_t i) const { return {lo + i * step, hi + i * step}; }
+  auto operator<=>(const OverRange&) const = default;
+};
+using OverSpec = std::vector<OverRange>;
+// "[64:96]", or "[64:96 step 128 x4]" for a strided axis, for messages.
+std::string over_to_string(const OverSpec& over);
+
 // A parallel tensor's claim ("of"): it equals logical[slice], or is part k of n.
 struct Lineage {
   std::string tensor;  // logical tensor name
@@ -42,9 +58,9 @@ struct Lineage {
   int64_t part_k = 0;
   int64_t part_n = 1;
   // A restricted claim (docs/plan-format.md, "over"): the tensor holds the
-  // logical tensor's producer with its contraction limited to this box, one
-  // [lo, hi) per axis of the index box (engine/contraction.h). Empty: none.
-  SliceSpec over;
+  // logical tensor's producer with its contraction limited to this set, one
+  // OverRange per axis of the index box (engine/contraction.h). Empty: none.
+  OverSpec over;
 };
 
 struct TensorDecl {

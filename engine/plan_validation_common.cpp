@@ -144,7 +144,7 @@ std::string claim_text(const Lineage& lin) {
   s += "]";
   if (lin.has_part)
     s += " part " + std::to_string(lin.part_k) + " of " + std::to_string(lin.part_n);
-  if (!lin.over.empty()) s += " over " + box_to_string(lin.over);
+  if (!lin.over.empty()) s += " over " + over_to_string(lin.over);
   return s;
 }
 

@@ -177,14 +177,32 @@ class LineageChecker {
       Node r = n.item(a);
       auto rw = [&] { return ow() + "[" + std::to_string(a) + "]"; };
       expect_array(r, rw, "lineage-over");
-      if (r->items.size() != 2)
-        r.fail("lineage-over",
-               rw() + ": expected [lo, hi], found " + std::to_string(r->items.size()) + " numbers");
-      int64_t lo = expect_int(
+      if (r->items.size() != 2 && r->items.size() != 4)
+        r.fail("lineage-over", rw() + ": expected [lo, hi] or [lo, hi, step, count], found " +
+                                   std::to_string(r->items.size()) + " numbers");
+      OverRange range;
+      range.lo = expect_int(
           r.item(0), "lineage-over", [&] { return rw() + " lo"; }, 0, c.sizes[a] - 1);
-      int64_t hi = expect_int(
-          r.item(1), "lineage-over", [&] { return rw() + " hi"; }, lo + 1, c.sizes[a]);
-      lin.over.push_back({lo, hi});
+      range.hi = expect_int(
+          r.item(1), "lineage-over", [&] { return rw() + " hi"; }, range.lo + 1, c.sizes[a]);
+      range.step = range.hi - range.lo;
+      if (r->items.size() == 4) {
+        // Blocks that do not overlap and end inside the axis.
+        range.count = expect_int(
+            r.item(3), "lineage-over", [&] { return rw() + " count"; }, 1, c.sizes[a]);
+        range.step = expect_int(
+            r.item(2), "lineage-over", [&] { return rw() + " step"; }, range.hi - range.lo,
+            c.sizes[a]);
+        if (range.count > 1 && (c.sizes[a] - range.hi) / (range.count - 1) < range.step)
+          r.fail("lineage-over", rw() + ": " + std::to_string(range.count) + " blocks " +
+                                     std::to_string(range.lo) + ":" + std::to_string(range.hi) +
+                                     " every " + std::to_string(range.step) + " end past " +
+                                     std::to_string(c.sizes[a]) + ", the axis size");
+      }
+      // One form per set: adjacent blocks are one block.
+      if (range.count == 1 || range.step == range.hi - range.lo)
+        range = {range.lo, range.last_hi(), range.last_hi() - range.lo, 1};
+      lin.over.push_back(range);
     }
   }
 

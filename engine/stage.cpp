@@ -18,7 +18,7 @@ struct GroupKey {
   int logical;
   SliceSpec slice;
   int64_t parts;
-  SliceSpec over;
+  OverSpec over;
   bool operator<(const GroupKey& o) const {
     return std::tie(logical, slice, parts, over) < std::tie(o.logical, o.slice, o.parts, o.over);
   }
@@ -109,9 +109,10 @@ class StageBuilder {
   }
 
   // Logical tensor `t` as its producer computes it with the contraction
-  // limited to `over`: the operands sliced along the contracted dims, then
-  // the producer itself. Its operands are stage tensors like any other.
-  int add_restricted(int t, const SliceSpec& over) {
+  // limited to `over`: the operands cut to its blocks along the contracted
+  // dims, then the producer itself. Its operands are stage tensors like any
+  // other.
+  int add_restricted(int t, const OverSpec& over) {
     auto it = restricted_map_.find({t, over});
     if (it != restricted_map_.end()) return it->second;
     const Graph& log = plan_.logical;
@@ -121,10 +122,10 @@ class StageBuilder {
     std::vector<int> operands;
     for (int in : op.in) operands.push_back(add_logical(in));
     for (size_t a = 0; a < c.axes.size(); ++a)
-      for (auto [k, dim] : c.axes[a]) operands[k] = add_slice(operands[k], dim, over[a]);
+      for (auto [k, dim] : c.axes[a]) operands[k] = add_blocks(operands[k], dim, over[a]);
     const TensorDecl& d = log.tensors[t];
     StageTensor st;
-    st.name = d.name + " over " + box_to_string(over);
+    st.name = d.name + " over " + over_to_string(over);
     st.source = t;
     st.shape = st.full_shape = d.shape;
     st.dtype = d.dtype;
@@ -136,7 +137,7 @@ class StageBuilder {
     so.in = operands;
     so.out = {index};
     so.source = producer;
-    so.display_name = op.display_name() + " over " + box_to_string(over);
+    so.display_name = op.display_name() + " over " + over_to_string(over);
     stage_.ops.push_back(std::move(so));
     return restricted_map_[{t, over}] = index;
   }
@@ -198,6 +199,30 @@ class StageBuilder {
     so.in = {tensor};
     so.out = {index};
     so.display_name = "slice " + box_to_string({range}) + " of " + stage_.tensors[tensor].name;
+    stage_.ops.push_back(std::move(so));
+    return index;
+  }
+
+  // The blocks of `range` along `dim` of `tensor`, side by side: a slice,
+  // or a concat of one slice per block (a strided restricted claim). The
+  // sum over the concatenated dim is then the sum over the blocks.
+  int add_blocks(int tensor, int dim, const OverRange& range) {
+    if (range.count == 1) return add_slice(tensor, dim, {range.lo, range.hi});
+    std::vector<int> blocks;
+    for (int64_t i = 0; i < range.count; ++i)
+      blocks.push_back(add_slice(tensor, dim, range.block(i)));
+    StageTensor st = stage_.tensors[blocks.front()];
+    st.name = stage_.tensors[tensor].name + "[" + std::to_string(dim) + ": " +
+              over_to_string({range}) + "]";
+    st.shape[dim] = st.full_shape[dim] = range.count * (range.hi - range.lo);
+    stage_.tensors.push_back(st);
+    const int index = static_cast<int>(stage_.tensors.size()) - 1;
+    StageOp so;
+    so.op = "concat";
+    so.attrs = {{"dim", Attr::of_int(dim)}};
+    so.in = std::move(blocks);
+    so.out = {index};
+    so.display_name = "blocks " + over_to_string({range}) + " of " + stage_.tensors[tensor].name;
     stage_.ops.push_back(std::move(so));
     return index;
   }
@@ -294,7 +319,7 @@ class StageBuilder {
   Stage& stage_;
   std::set<int> needed_;
   std::map<int, int> logical_map_, parallel_map_;
-  std::map<std::pair<int, SliceSpec>, int> restricted_map_;
+  std::map<std::pair<int, OverSpec>, int> restricted_map_;
 };
 
 }  // namespace
@@ -348,7 +373,8 @@ void cut_cones(const Plan& plan, StageUnit& unit) {
       SliceSpec region = operand_demand(log, producer, k, unit.slice);
       for (size_t a = 0; a < c.axes.size(); ++a)
         for (auto [operand, dim] : c.axes[a])
-          if (operand == static_cast<int>(k)) region[dim] = unit.over[a];
+          if (operand == static_cast<int>(k))  // the blocks' hull
+            region[dim] = {unit.over[a].lo, unit.over[a].last_hi()};
       seeds.push_back({in, region});
     }
   }
@@ -454,7 +480,7 @@ std::vector<StageUnit> cut_units(const Plan& plan, int jobs) {
 std::string stage_title(const Plan& plan, const StageUnit& unit) {
   std::string title = slice_to_string(plan.logical.tensors[unit.logical].name, unit.slice);
   if (unit.parts) title += " (" + std::to_string(unit.parts) + " parts)";
-  if (!unit.over.empty()) title += " over " + box_to_string(unit.over);
+  if (!unit.over.empty()) title += " over " + over_to_string(unit.over);
   return title;
 }
 

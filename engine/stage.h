@@ -121,7 +121,7 @@ struct StageUnit {
   int logical = -1;                              // the claimed logical tensor
   SliceSpec slice;                               // the claimed slice
   int64_t parts = 0;                             // 0: plain claims; n: additive parts 0..n-1
-  SliceSpec over;                                // a restricted claim's box (empty: none)
+  OverSpec over;                                 // a restricted claim's set (empty: none)
   std::vector<int> members;                      // parallel tensors of the claim group
   std::vector<int> logical_cone, parallel_cone;  // op indices, producers first
   // Logical contractions the stage restricts (the target's producer for a

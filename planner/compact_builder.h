@@ -25,7 +25,13 @@ struct ClaimTemplate {
   std::vector<ExprRange> slice = {};  // empty: the whole tensor
   Expr k = 0;
   int64_t n = 1;
-  std::vector<ExprRange> over = {};  // a contraction's partial sum (empty: none)
+  // A contraction's partial sum (empty: none): per axis [lo, hi], or `count`
+  // blocks `step` apart.
+  struct Over {
+    Expr lo, hi;
+    int64_t step = 0, count = 1;
+  };
+  std::vector<Over> over = {};
 };
 
 struct TensorTemplate {

@@ -137,7 +137,9 @@ nlohmann::json GraphBuilder::to_json() const {
       if (t.of->n > 1) of["part"] = {t.of->k, t.of->n};
       if (!t.of->over.empty()) {
         nlohmann::json over = nlohmann::json::array();
-        for (auto [lo, hi] : t.of->over) over.push_back({lo, hi});
+        for (const OverBlocks& o : t.of->over)
+          over.push_back(o.count == 1 ? nlohmann::json{o.lo, o.hi}
+                                      : nlohmann::json{o.lo, o.hi, o.step, o.count});
         of["over"] = std::move(over);
       }
       j["of"] = std::move(of);

@@ -20,13 +20,18 @@ using Shape = std::vector<int64_t>;
 using Range = std::pair<int64_t, int64_t>;  // half-open [lo, hi)
 using Slice = std::vector<Range>;           // one range per logical dimension
 
+// One axis of a restricted claim: `count` blocks [lo + i*step, hi + i*step).
+struct OverBlocks {
+  int64_t lo = 0, hi = 0, step = 0, count = 1;
+};
+
 // A parallel tensor's "of": it equals logical[slice] or is part k of n.
 struct Claim {
   std::string tensor;
   Slice slice;  // empty: the whole logical tensor
   int64_t k = 0;
   int64_t n = 1;  // n == 1: a plain claim (no "part" is written)
-  Slice over;     // a partial sum of a contraction over this index box (empty: none)
+  std::vector<OverBlocks> over = {};  // a contraction's partial sum (empty: none)
 };
 
 // An exact constant as the format's "p/q" string (reduced; "3" if integral).

@@ -350,14 +350,15 @@ class Builder {
   // (lineage "over", partial_box).
   std::string grad_target(const Coord& x, const std::string& local, const std::string& what,
                           const Shape& shape, const Shape& index);
-  // The index box of x's micro-batch (or, `whole_rank`, of all x's rank's
+  // The index set of x's micro-batch (or, `whole_rank`, of all x's rank's
   // micro-batches) in the logical contraction that computes the gradient of
   // piece `local`, when its contributions can claim partial sums: the
-  // batch rows of a rank are contiguous (no MoE lock step, no cp or sp
-  // split of the tokens) and the piece's gradient is one contraction (not
-  // the tied table's two, not kv heads split over replicas).
-  std::optional<SymSlice> partial_box(const Coord& x, const std::string& local,
-                                      bool whole_rank) const;
+  // tokens are not split by cp or sp, and the piece's gradient is one
+  // contraction (not the tied table's two, not kv heads split over
+  // replicas). A rank's rows are one block, or under MoE (micro-batch major
+  // rows) one block per micro-batch, dp blocks apart.
+  std::optional<std::vector<SymClaim::Over>> partial_box(const Coord& x, const std::string& local,
+                                                         bool whole_rank) const;
   // Declares `local`, holding x's micro-batch's contribution to `p` (or,
   // `whole_rank`, the sum of x's rank's), claimed as that partial sum when
   // partial_box allows, unclaimed otherwise.

@@ -36,8 +36,9 @@ class V1Graph : public Graph {
     if (of) {
       Slice slice;
       for (const auto& [lo, hi] : of->slice) slice.push_back({lo.value(), hi.value()});
-      Slice over;
-      for (const auto& [lo, hi] : of->over) over.push_back({lo.value(), hi.value()});
+      std::vector<OverBlocks> over;
+      for (const SymClaim::Over& o : of->over)
+        over.push_back({o.lo.value(), o.hi.value(), o.step, o.count});
       claim = Claim{of->tensor, std::move(slice), of->k.value(), of->n, std::move(over)};
     }
     g_.tensor(name, shape, s_.rank(x.d, x.c, x.t, x.p), std::move(claim), dtype);
@@ -79,8 +80,9 @@ class CompactGraph : public Graph {
     if (of) {
       std::vector<ExprRange> slice;
       for (const auto& [lo, hi] : of->slice) slice.push_back({lo.expr(), hi.expr()});
-      std::vector<ExprRange> over;
-      for (const auto& [lo, hi] : of->over) over.push_back({lo.expr(), hi.expr()});
+      std::vector<ClaimTemplate::Over> over;
+      for (const SymClaim::Over& o : of->over)
+        over.push_back({o.lo.expr(), o.hi.expr(), o.step, o.count});
       claim = ClaimTemplate{of->tensor, std::move(slice), of->k.expr(), of->n, std::move(over)};
     }
     g_.select(size_t(x.p));

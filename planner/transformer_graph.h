@@ -35,7 +35,12 @@ struct SymClaim {
   SymSlice slice;  // empty: the whole logical tensor
   Aff k = 0;
   int64_t n = 1;
-  SymSlice over = {};  // a contraction's partial sum over this index box (empty: none)
+  // A contraction's partial sum over this index set (empty: none).
+  struct Over {
+    Aff lo, hi;
+    int64_t step = 0, count = 1;  // `count` blocks lo:hi, `step` apart
+  };
+  std::vector<Over> over = {};
 };
 
 // A collective's members: ranks (v1) or the mesh axes they vary along (compact).

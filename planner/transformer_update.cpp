@@ -222,12 +222,10 @@ SymSlice Builder::zero_slice(const Param& p, const Coord& x) const {
   return slice;
 }
 
-std::optional<SymSlice> Builder::partial_box(const Coord& x, const std::string& local,
-                                             bool whole_rank) const {
+std::optional<std::vector<SymClaim::Over>> Builder::partial_box(const Coord& x,
+                                                                const std::string& local,
+                                                                bool whole_rank) const {
   if (s.logical || s.cp > 1 || s.sp || (s.tie && local == "emb")) return std::nullopt;
-  // MoE rows are micro-batch major (slice_of, Ax::Batch): one micro-batch's
-  // rows on a rank are a block, the rank's rows over its micro-batches are not.
-  if (s.moe() && whole_rank) return std::nullopt;
   const Param& p = param(local);
   for (Ax a : p.spec)
     if (a == Ax::Kv && s.kv_replicas() > 1) return std::nullopt;
@@ -235,17 +233,24 @@ std::optional<SymSlice> Builder::partial_box(const Coord& x, const std::string& 
   if (it == grad_index_.end()) return std::nullopt;
   const Shape& index = it->second;
   if (index.empty()) return std::nullopt;
-  // A micro-batch's block of slice_of (Ax::Batch), or a (rank-major) rank's.
-  const int64_t rows = index[0] * (whole_rank ? s.mb : 1);
-  const Aff block = whole_rank ? Aff(x.d) : batch_block(x);
-  SymSlice box = {{block * rows, block * rows + rows}};
+  // A micro-batch's block of slice_of (Ax::Batch); a rank's is one block
+  // (rank-major rows) or, under MoE (micro-batch major rows: slice_of), its
+  // micro-batches' blocks, one every dp blocks.
+  std::vector<SymClaim::Over> box;
+  const int64_t rows = index[0];
+  if (!whole_rank)
+    box.push_back({batch_block(x) * rows, batch_block(x) * rows + rows});
+  else if (s.moe())
+    box.push_back({Aff(x.d) * rows, Aff(x.d) * rows + rows, rows * s.dp, s.mb});
+  else
+    box.push_back({Aff(x.d) * (rows * s.mb), Aff(x.d) * (rows * s.mb) + rows * s.mb});
   for (size_t k = 1; k < index.size(); ++k) box.push_back({0, index[k]});
   return box;
 }
 
 void Builder::declare_partial(const Coord& x, const Param& p, const std::string& local,
                               const Shape& shape, bool whole_rank) {
-  if (std::optional<SymSlice> box = partial_box(x, p.local, whole_rank))
+  if (std::optional<std::vector<SymClaim::Over>> box = partial_box(x, p.local, whole_rank))
     g.tensor(x, local, shape, SymClaim{grad(p.logical), slice_of(x, p.full, p.spec), 0, 1, *box},
              "f32");
   else

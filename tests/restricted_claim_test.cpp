@@ -28,10 +28,19 @@ enum class Bug {
   kNoRestrictedClaims,             // correct, but only the all-reduced gradient is claimed
 };
 
+// How the rows are laid out over ranks and micro-batches.
+enum class Rows {
+  kRankMajor,        // a rank's micro-batches are one block of rows
+  kMicroBatchMajor,  // one micro-batch's rows over every rank are a block (MoE)
+};
+
 // dW = x^T dy (matmul) or dW = sum over rows of x * dy (sum), rows split
 // over `dp` ranks x `mb` micro-batches of `n` rows; every rank accumulates
-// its micro-batches and all-reduces.
-json gradient_plan(const std::string& contraction, int dp, int mb, Bug bug, int n = 2) {
+// its micro-batches and all-reduces. Under micro-batch-major rows a rank's
+// sum claims its blocks, n*dp rows apart ([lo, hi, step, count]).
+json gradient_plan(const std::string& contraction, int dp, int mb, Bug bug, int n = 2,
+                   Rows layout = Rows::kRankMajor) {
+  const bool rank_major = layout == Rows::kRankMajor;
   const int rows = n * dp * mb;
   const bool matmul = contraction == "matmul";
   const json w_shape = matmul ? json{4, 3} : json{3};
@@ -64,7 +73,7 @@ json gradient_plan(const std::string& contraction, int dp, int mb, Bug bug, int 
     std::string acc;
     for (int m = 0; m < mb; ++m) {
       const std::string q = p + "mb" + std::to_string(m) + ".";
-      const int lo = n * (r * mb + m);
+      const int lo = n * (rank_major ? r * mb + m : m * dp + r);
       const json rows_slice = {{lo, lo + n}, {0, matmul ? 4 : 3}};
       tensors[q + "x"] = {{"shape", {n, matmul ? 4 : 3}},
                           {"dtype", "f32"},
@@ -112,8 +121,10 @@ json gradient_plan(const std::string& contraction, int dp, int mb, Bug bug, int 
     }
     if (bug != Bug::kNoRestrictedClaims) {
       const int claimed_rank = bug == Bug::kClaimsTheWrongRows && r == 1 ? 0 : r;
-      tensors[acc]["of"] = {{"tensor", claimed},
-                            {"over", over(n * claimed_rank * mb, n * (claimed_rank + 1) * mb)}};
+      tensors[acc]["of"] = {
+          {"tensor", claimed},
+          {"over", rank_major ? over(n * claimed_rank * mb, n * (claimed_rank + 1) * mb)
+                              : json{{n * claimed_rank, n * claimed_rank + n, n * dp, mb}}}};
     }
     reduce_in.push_back(acc);
     reduce_out.push_back(p + "dw");
@@ -211,6 +222,75 @@ TEST_P(RestrictedClaim, AgreesWithThePlanThatClaimsOnlyTheWhole) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Contractions, RestrictedClaim, ::testing::Values("matmul", "sum"));
+
+// Micro-batch-major rows: a rank's accumulated gradient is a strided claim.
+class StridedClaim : public ::testing::TestWithParam<std::string> {
+ protected:
+  Plan plan(Bug bug, int n = 2) const {
+    return testing::parse(gradient_plan(GetParam(), 3, 4, bug, n, Rows::kMicroBatchMajor));
+  }
+};
+
+TEST_P(StridedClaim, EachRanksSumIsAStageOfItsOwn) {
+  const Plan p = plan(Bug::kNone);
+  std::vector<Stage> stages = build_stages(p);
+  EXPECT_EQ(stages.size(), 3u * 4 + 3 + 1);
+  bool strided_title = false;
+  for (const Stage& s : stages) {
+    int parallel_ops = 0;
+    for (const StageOp& op : s.ops) parallel_ops += op.parallel;
+    EXPECT_LE(parallel_ops, 3) << s.title;
+    strided_title |= s.title.find("over [2:4 step 6 x4]") != std::string::npos;
+  }
+  EXPECT_TRUE(strided_title);
+  Report r = verify_plan(p, {});
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+}
+
+TEST_P(StridedClaim, BugsAreFoundAtTheRanksSum) {
+  for (int n : {2, 7}) {  // 7 rows per block: reduction keeps 2 of each
+    Report twice = verify_plan(plan(Bug::kAccumulatesOneMicroBatchTwice, n), {});
+    ASSERT_EQ(twice.verdict, Verdict::NotEquivalent) << testing::explain(twice);
+    EXPECT_EQ(twice.findings.front().parallel_tensors, std::vector<std::string>{"r1.acc3"});
+    Report wrong_rows = verify_plan(plan(Bug::kClaimsTheWrongRows, n), {});
+    ASSERT_EQ(wrong_rows.verdict, Verdict::NotEquivalent) << testing::explain(wrong_rows);
+    bool at_rank_1 = false;
+    for (const Finding& f : wrong_rows.findings)
+      at_rank_1 |= f.parallel_tensors == std::vector<std::string>{"r1.acc3"};
+    EXPECT_TRUE(at_rank_1) << testing::explain(wrong_rows);
+  }
+  EXPECT_EQ(verify_plan(plan(Bug::kNone, 7), {}).verdict, Verdict::Equivalent);
+}
+
+TEST_P(StridedClaim, AClaimThatSkipsAMicroBatchIsRefuted) {
+  // Rank 2 claims only 3 of its 4 blocks.
+  json p = gradient_plan(GetParam(), 3, 4, Bug::kNone, 2, Rows::kMicroBatchMajor);
+  p["parallel"]["tensors"]["r2.acc3"]["of"]["over"] = {{4, 6, 6, 3}};
+  Report r = verify_plan(testing::parse(p), {});
+  ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+  EXPECT_EQ(r.findings.front().parallel_tensors, std::vector<std::string>{"r2.acc3"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Contractions, StridedClaim, ::testing::Values("matmul", "sum"));
+
+TEST(RestrictedClaimParsing, StridedSetsMustBeDisjointBlocksInsideTheAxis) {
+  json plan = gradient_plan("matmul", 2, 2, Bug::kNone, 2, Rows::kMicroBatchMajor);
+  auto error_with = [&](const json& over) -> std::string {
+    json p = plan;
+    p["parallel"]["tensors"]["r0.acc1"]["of"]["over"] = over;
+    ParseResult r = parse_plan_text(p.dump(1), "plan.json", "");
+    return r.error ? r.error->to_string() : "";
+  };
+  EXPECT_EQ(error_with({{0, 2, 4, 2}}), "");
+  EXPECT_NE(error_with({{0, 2, 4}}).find("expected [lo, hi] or [lo, hi, step, count]"),
+            std::string::npos);
+  EXPECT_NE(error_with({{0, 2, 1, 2}}).find("over[0] step: expected an integer in [2, 8]"),
+            std::string::npos)
+      << error_with({{0, 2, 1, 2}});
+  EXPECT_NE(error_with({{0, 2, 4, 3}}).find("3 blocks 0:2 every 4 end past 8"), std::string::npos)
+      << error_with({{0, 2, 4, 3}});
+  EXPECT_NE(error_with({{0, 2, 4, 0}}).find("over[0] count"), std::string::npos);
+}
 
 TEST(RestrictedClaimParsing, ClaimsThatCannotBeRestrictedAreInvalid) {
   json plan = gradient_plan("matmul", 2, 2, Bug::kNone);
