@@ -109,9 +109,11 @@ class StageBuilder {
   }
 
   // Logical tensor `t` as its producer computes it with the contraction
-  // limited to `over`: the operands cut to its blocks along the contracted
-  // dims, then the producer itself. Its operands are stage tensors like any
-  // other.
+  // limited to `over`: the operands sliced to a block along the contracted
+  // dims, then the producer itself; for strided sets (several blocks), one
+  // such partial per combination of blocks, added up. (Not a concat of the
+  // blocks: it would relate one line to another at several offsets, which
+  // reduction cannot keep.) Its operands are stage tensors like any other.
   int add_restricted(int t, const OverSpec& over) {
     auto it = restricted_map_.find({t, over});
     if (it != restricted_map_.end()) return it->second;
@@ -119,27 +121,51 @@ class StageBuilder {
     const int producer = log.producer[t];
     const Op& op = log.ops[producer];
     const Contraction c = contraction_producing(log, t);
-    std::vector<int> operands;
-    for (int in : op.in) operands.push_back(add_logical(in));
-    for (size_t a = 0; a < c.axes.size(); ++a)
-      for (auto [k, dim] : c.axes[a]) operands[k] = add_blocks(operands[k], dim, over[a]);
-    const TensorDecl& d = log.tensors[t];
+    std::vector<int> whole;
+    for (int in : op.in) whole.push_back(add_logical(in));
+    int64_t combinations = 1;
+    for (const OverRange& r : over) combinations *= r.count;
+    const std::string restricted = " over " + over_to_string(over);
+    int sum = -1;
+    for (int64_t combination = 0; combination < combinations; ++combination) {
+      std::vector<int> operands = whole;
+      int64_t rest = combination;
+      for (size_t a = 0; a < c.axes.size(); ++a) {
+        const std::pair<int64_t, int64_t> block = over[a].block(rest % over[a].count);
+        rest /= over[a].count;
+        for (auto [k, dim] : c.axes[a]) operands[k] = add_slice(operands[k], dim, block);
+      }
+      const std::string suffix =
+          combinations == 1 ? restricted : restricted + " (block " + std::to_string(combination) + ")";
+      const int partial = add_logical_op(producer, op.op, op.attrs, operands, t, suffix);
+      sum = sum < 0 ? partial
+                    : add_logical_op(producer, "add", {}, {sum, partial}, t,
+                                     restricted + " (blocks 0.." + std::to_string(combination) + ")");
+    }
+    return restricted_map_[{t, over}] = sum;
+  }
+
+  // A stage op of the logical side, writing a new tensor shaped like
+  // logical tensor `t`, named after it with `suffix`.
+  int add_logical_op(int producer, const std::string& kind, const AttrMap& attrs,
+                     std::vector<int> in, int t, const std::string& suffix) {
+    const TensorDecl& d = plan_.logical.tensors[t];
     StageTensor st;
-    st.name = d.name + " over " + over_to_string(over);
+    st.name = d.name + suffix;
     st.source = t;
     st.shape = st.full_shape = d.shape;
     st.dtype = d.dtype;
     stage_.tensors.push_back(st);
     const int index = static_cast<int>(stage_.tensors.size()) - 1;
     StageOp so;
-    so.op = op.op;
-    so.attrs = op.attrs;
-    so.in = operands;
+    so.op = kind;
+    so.attrs = attrs;
+    so.in = std::move(in);
     so.out = {index};
     so.source = producer;
-    so.display_name = op.display_name() + " over " + over_to_string(over);
+    so.display_name = plan_.logical.ops[producer].display_name() + suffix;
     stage_.ops.push_back(std::move(so));
-    return restricted_map_[{t, over}] = index;
+    return index;
   }
 
   // Parallel tensors the stage reads or claims: an all_to_all or a
@@ -199,30 +225,6 @@ class StageBuilder {
     so.in = {tensor};
     so.out = {index};
     so.display_name = "slice " + box_to_string({range}) + " of " + stage_.tensors[tensor].name;
-    stage_.ops.push_back(std::move(so));
-    return index;
-  }
-
-  // The blocks of `range` along `dim` of `tensor`, side by side: a slice,
-  // or a concat of one slice per block (a strided restricted claim). The
-  // sum over the concatenated dim is then the sum over the blocks.
-  int add_blocks(int tensor, int dim, const OverRange& range) {
-    if (range.count == 1) return add_slice(tensor, dim, {range.lo, range.hi});
-    std::vector<int> blocks;
-    for (int64_t i = 0; i < range.count; ++i)
-      blocks.push_back(add_slice(tensor, dim, range.block(i)));
-    StageTensor st = stage_.tensors[blocks.front()];
-    st.name = stage_.tensors[tensor].name + "[" + std::to_string(dim) + ": " +
-              over_to_string({range}) + "]";
-    st.shape[dim] = st.full_shape[dim] = range.count * (range.hi - range.lo);
-    stage_.tensors.push_back(st);
-    const int index = static_cast<int>(stage_.tensors.size()) - 1;
-    StageOp so;
-    so.op = "concat";
-    so.attrs = {{"dim", Attr::of_int(dim)}};
-    so.in = std::move(blocks);
-    so.out = {index};
-    so.display_name = "blocks " + over_to_string({range}) + " of " + stage_.tensors[tensor].name;
     stage_.ops.push_back(std::move(so));
     return index;
   }

@@ -262,6 +262,22 @@ TEST_P(StridedClaim, BugsAreFoundAtTheRanksSum) {
   EXPECT_EQ(verify_plan(plan(Bug::kNone, 7), {}).verdict, Verdict::Equivalent);
 }
 
+TEST_P(StridedClaim, ReductionShrinksEveryBlock) {
+  // 7 rows per block: the rank's sum and the all-reduce keep 2 of each.
+  int strided = 0;
+  for (Stage& s : build_stages(plan(Bug::kNone, 7))) {
+    const bool whole = s.title.find("over") == std::string::npos;
+    if (s.title.find("step") == std::string::npos && !whole) continue;
+    ++strided;
+    const int64_t before = s.element_count();
+    reduce_stage(s);
+    EXPECT_TRUE(s.reduced) << s.title << ": " << s.reduction_note;
+    EXPECT_TRUE(s.reduction_note.empty()) << s.title << ": " << s.reduction_note;
+    EXPECT_LT(s.element_count(), before) << s.title;
+  }
+  EXPECT_EQ(strided, 3 + 1);
+}
+
 TEST_P(StridedClaim, AClaimThatSkipsAMicroBatchIsRefuted) {
   // Rank 2 claims only 3 of its 4 blocks.
   json p = gradient_plan(GetParam(), 3, 4, Bug::kNone, 2, Rows::kMicroBatchMajor);
