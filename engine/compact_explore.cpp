@@ -526,7 +526,8 @@ struct Explorer::Impl {
     if (!o.strided || !o.count.is_constant() || o.count.constant < 2) return false;
     Affine gap = o.step;
     gap.constant -= o.hi.constant - o.lo.constant;
-    for (int axis = 0; axis < kAxisCount; ++axis) gap.coef[axis] -= o.hi.coef[axis] - o.lo.coef[axis];
+    for (int axis = 0; axis < kAxisCount; ++axis)
+      gap.coef[axis] -= o.hi.coef[axis] - o.lo.coef[axis];
     return gap.is_constant() && gap.constant > 0;
   }
 

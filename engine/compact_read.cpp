@@ -215,8 +215,7 @@ class Reader {
       lin.has_slice = true;
       lin.slice = ranges(*slice, what + " of.slice", "lineage-slice");
     }
-    if (std::optional<Node> over = n.get("over"))
-      lin.over = over_ranges(*over, what + " of.over");
+    if (std::optional<Node> over = n.get("over")) lin.over = over_ranges(*over, what + " of.over");
     if (std::optional<Node> part = n.get("part")) {
       lin.has_part = true;
       if (!part->value().is(Kind::Array) || part->value().items.size() != 2)

@@ -135,12 +135,14 @@ class StageBuilder {
         rest /= over[a].count;
         for (auto [k, dim] : c.axes[a]) operands[k] = add_slice(operands[k], dim, block);
       }
-      const std::string suffix =
-          combinations == 1 ? restricted : restricted + " (block " + std::to_string(combination) + ")";
+      const std::string suffix = combinations == 1
+                                     ? restricted
+                                     : restricted + " (block " + std::to_string(combination) + ")";
       const int partial = add_logical_op(producer, op.op, op.attrs, operands, t, suffix);
-      sum = sum < 0 ? partial
-                    : add_logical_op(producer, "add", {}, {sum, partial}, t,
-                                     restricted + " (blocks 0.." + std::to_string(combination) + ")");
+      sum = sum < 0
+                ? partial
+                : add_logical_op(producer, "add", {}, {sum, partial}, t,
+                                 restricted + " (blocks 0.." + std::to_string(combination) + ")");
     }
     return restricted_map_[{t, over}] = sum;
   }

@@ -30,7 +30,7 @@ struct Claim {
   std::string tensor;
   Slice slice;  // empty: the whole logical tensor
   int64_t k = 0;
-  int64_t n = 1;  // n == 1: a plain claim (no "part" is written)
+  int64_t n = 1;                      // n == 1: a plain claim (no "part" is written)
   std::vector<OverBlocks> over = {};  // a contraction's partial sum (empty: none)
 };
 

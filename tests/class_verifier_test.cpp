@@ -182,6 +182,46 @@ TEST(ClassVerifier, PartialSumClaimsOfGradientsAreCheckedPerClass) {
   EXPECT_NE(f.message.find("dp=1"), std::string::npos) << f.message;
 }
 
+// MoE rows are micro-batch major: a rank's accumulated dense gradient claims
+// its rows as a strided set (one block every dp blocks). Per class the plan
+// gives its expansion's verdict, and a rank that adds the wrong micro-batch
+// (dp=1 only) is found at its own strided sum.
+TEST(ClassVerifier, StridedClaimsOfMoeGradientsAreCheckedPerClass) {
+  planner::PlanConfig c = testing::transformer_config(2, 4, 2, 1, 4);
+  c.ep = 4;
+  c.seq = 16;
+  c.batch = 64;
+  c.compact = true;
+  nlohmann::json plan = planner::generate_plan("deepseek-v3", c);
+  nlohmann::json& program = plan["parallel"]["programs"][0];
+  bool strided = false;
+  for (const nlohmann::json& t : program["tensors"])
+    if (t.contains("of") && t["of"].contains("over")) strided |= t["of"]["over"][0].size() == 4;
+  EXPECT_TRUE(strided);
+  EXPECT_EQ(by_classes(plan).verdict, Verdict::Equivalent);
+
+  nlohmann::json& ops = program["ops"];
+  size_t at = ops.size();
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i]["name"] == "dp{dp}.tp{tp}.pp0.grad.l0.wq.acc{mb}" && ops[i]["when"] == "mb >= 2")
+      at = i;
+  ASSERT_LT(at, ops.size()) << "no accumulation link of l0.wq";
+  nlohmann::json wrong = ops[at], after = ops[at];
+  ops[at]["when"] = "mb >= 2 && dp < 1";
+  after["when"] = "mb >= 2 && dp > 1";
+  ops.push_back(after);
+  wrong["when"] = "mb >= 2 && dp == 1";
+  wrong["in"][1] = "dp{dp}.tp{tp}.pp0.mb{mb - 1}.grad.l0.wq.mb";
+  ops.push_back(wrong);
+  Report a = expanded(plan), b = by_classes(plan);
+  EXPECT_EQ(a.verdict, Verdict::NotEquivalent) << testing::explain(a);
+  ASSERT_EQ(b.verdict, Verdict::NotEquivalent) << testing::explain(b);
+  ASSERT_FALSE(b.findings.empty());
+  const Finding& f = b.findings[0];
+  EXPECT_NE(f.stage.find(" step "), std::string::npos) << f.stage;
+  EXPECT_NE(f.message.find("dp=1"), std::string::npos) << f.message;
+}
+
 // Vocabulary-parallel ids are compared with constants affine in tp (each
 // rank's vocabulary range). Attribute values are not part of a corner's
 // record: they are positions that reduction maps, or in the verdict key as
