@@ -140,6 +140,25 @@ TEST(ClassVerifier, LlamaPlanSameVerdictAsTheExpansion) {
   EXPECT_EQ(by_classes(plan).verdict, Verdict::NotEquivalent);
 }
 
+// In a compact plan's ops, rank dp=1 adds the previous micro-batch's l0.wq
+// gradient where its own is due (the link for mb >= 2); false if the plan
+// has no such link.
+bool add_wrong_micro_batch_at_dp1(nlohmann::json& ops) {
+  size_t at = ops.size();
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i]["name"] == "dp{dp}.tp{tp}.pp0.grad.l0.wq.acc{mb}" && ops[i]["when"] == "mb >= 2")
+      at = i;
+  if (at == ops.size()) return false;
+  nlohmann::json wrong = ops[at], after = ops[at];
+  ops[at]["when"] = "mb >= 2 && dp < 1";
+  after["when"] = "mb >= 2 && dp > 1";
+  ops.push_back(after);
+  wrong["when"] = "mb >= 2 && dp == 1";
+  wrong["in"][1] = "dp{dp}.tp{tp}.pp0.mb{mb - 1}.grad.l0.wq.mb";
+  ops.push_back(wrong);
+  return true;
+}
+
 // Data-parallel gradients claim partial sums (lineage "over"): each
 // micro-batch's and each rank's. The llama planner writes them; per class
 // they give the expansion's verdicts, and a rank that accumulates one
@@ -161,18 +180,7 @@ TEST(ClassVerifier, PartialSumClaimsOfGradientsAreCheckedPerClass) {
   c.bug = "";
   nlohmann::json plan = planner::generate_plan("llama3-tiny", c);
   nlohmann::json& ops = plan["parallel"]["programs"][0]["ops"];
-  size_t at = ops.size();
-  for (size_t i = 0; i < ops.size(); ++i)
-    if (ops[i]["name"] == "dp{dp}.tp{tp}.pp0.grad.l0.wq.acc{mb}" && ops[i]["when"] == "mb >= 2")
-      at = i;
-  ASSERT_LT(at, ops.size());
-  nlohmann::json wrong = ops[at], after = ops[at];
-  ops[at]["when"] = "mb >= 2 && dp < 1";
-  after["when"] = "mb >= 2 && dp > 1";
-  ops.push_back(after);
-  wrong["when"] = "mb >= 2 && dp == 1";
-  wrong["in"][1] = "dp{dp}.tp{tp}.pp0.mb{mb - 1}.grad.l0.wq.mb";
-  ops.push_back(wrong);
+  ASSERT_TRUE(add_wrong_micro_batch_at_dp1(ops));
   Report a = expanded(plan), b = by_classes(plan);
   EXPECT_EQ(a.verdict, Verdict::NotEquivalent) << testing::explain(a);
   ASSERT_EQ(b.verdict, Verdict::NotEquivalent) << testing::explain(b);
@@ -201,18 +209,7 @@ TEST(ClassVerifier, StridedClaimsOfMoeGradientsAreCheckedPerClass) {
   EXPECT_EQ(by_classes(plan).verdict, Verdict::Equivalent);
 
   nlohmann::json& ops = program["ops"];
-  size_t at = ops.size();
-  for (size_t i = 0; i < ops.size(); ++i)
-    if (ops[i]["name"] == "dp{dp}.tp{tp}.pp0.grad.l0.wq.acc{mb}" && ops[i]["when"] == "mb >= 2")
-      at = i;
-  ASSERT_LT(at, ops.size()) << "no accumulation link of l0.wq";
-  nlohmann::json wrong = ops[at], after = ops[at];
-  ops[at]["when"] = "mb >= 2 && dp < 1";
-  after["when"] = "mb >= 2 && dp > 1";
-  ops.push_back(after);
-  wrong["when"] = "mb >= 2 && dp == 1";
-  wrong["in"][1] = "dp{dp}.tp{tp}.pp0.mb{mb - 1}.grad.l0.wq.mb";
-  ops.push_back(wrong);
+  ASSERT_TRUE(add_wrong_micro_batch_at_dp1(ops)) << "no accumulation link of l0.wq";
   Report a = expanded(plan), b = by_classes(plan);
   EXPECT_EQ(a.verdict, Verdict::NotEquivalent) << testing::explain(a);
   ASSERT_EQ(b.verdict, Verdict::NotEquivalent) << testing::explain(b);
