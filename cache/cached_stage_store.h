@@ -3,7 +3,7 @@
 #pragma once
 
 #include "cache/verdict_cache.h"
-#include "engine/stage_store.h"
+#include "engine/decide/stage_store.h"
 
 namespace shardproof::cache {
 

@@ -8,10 +8,10 @@
 #include <cstdio>
 
 #include "cache/report_codec.h"
-#include "engine/canonical.h"
-#include "engine/op_registry.h"
-#include "engine/outcome_codec.h"
-#include "engine/plan_parser.h"
+#include "engine/stage/canonical.h"
+#include "engine/ops/op_registry.h"
+#include "engine/decide/outcome_codec.h"
+#include "engine/format/plan_parser.h"
 
 namespace shardproof::cache {
 namespace {

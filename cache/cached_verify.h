@@ -11,7 +11,7 @@
 
 #include "cache/verdict_cache.h"
 #include "engine/plan_memo.h"
-#include "engine/report.h"
+#include "engine/report/report.h"
 #include "engine/verifier.h"
 
 namespace shardproof::cache {

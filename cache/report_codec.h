@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/report.h"
+#include "engine/report/report.h"
 
 namespace shardproof {
 

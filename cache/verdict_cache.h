@@ -1,6 +1,6 @@
 // The verdict cache: an LMDB store of definite answers, shared by the daemon
 // and in-process runs (LMDB locks across processes). Two kinds of entries:
-// stage outcomes (position-based, see engine/outcome_codec.h) under their
+// stage outcomes (position-based, see engine/decide/outcome_codec.h) under their
 // stage key, and whole-plan reports under a digest of the plan's text. Each
 // entry carries the digest it must match, its solve time and when it was last
 // used; the store keeps a size cap by evicting the least recently used.

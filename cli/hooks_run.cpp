@@ -14,7 +14,7 @@
 
 #include "cli/hooks_command.h"
 #include "cli/plan_verifier.h"
-#include "engine/report.h"
+#include "engine/report/report.h"
 #include "hooks/git.h"
 #include "hooks/regenerate.h"
 #include "hooks/selection.h"

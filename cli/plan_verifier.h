@@ -11,7 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/verify_backend.h"
-#include "engine/report.h"
+#include "engine/report/report.h"
 #include "engine/verifier.h"
 
 namespace shardproof::cli {

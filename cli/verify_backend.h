@@ -11,7 +11,7 @@
 #include "cache/cached_stage_store.h"
 #include "cache/verdict_cache.h"
 #include "daemon/client.h"
-#include "engine/report.h"
+#include "engine/report/report.h"
 #include "engine/verifier.h"
 
 namespace shardproof::cli {

@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "cli/formats/report_formats.h"
 #include "cli/plan_verifier.h"
-#include "engine/report.h"
+#include "engine/report/report.h"
 #include "engine/verifier.h"
 
 namespace shardproof::cli {

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/stage_store.h"
+#include "engine/decide/stage_store.h"
 
 namespace shardproof::daemon {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/top_level_scan.h"
-#include "engine/json_source.h"
+#include "engine/json/json_source.h"
 
 namespace shardproof::daemon {
 namespace {
@@ -100,7 +100,7 @@ std::optional<std::string> inline_graph_references(const std::string& text,
     int i = plan.value->find(key);
     if (i < 0 || !plan.value->items[i].is(jsonsrc::Value::Kind::String)) continue;
     const std::string& ref = plan.value->items[i].text;
-    // As engine/plan_parser.cpp resolves it: relative to the plan's folder.
+    // As engine/format/plan_parser.cpp resolves it: relative to the plan's folder.
     fs::path path =
         fs::path(ref).is_absolute() || base_dir.empty() ? fs::path(ref) : fs::path(base_dir) / ref;
     std::optional<std::string> graph_text = read_file(path.lexically_normal(), why);

@@ -7,7 +7,7 @@
 #include "cache/cached_verify.h"
 #include "daemon/build_id.h"
 #include "daemon/plan_text.h"
-#include "engine/report.h"
+#include "engine/report/report.h"
 
 namespace shardproof::daemon {
 

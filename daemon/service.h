@@ -18,7 +18,7 @@
 #include "daemon/plan_memos.h"
 #include "daemon/protocol.h"
 #include "daemon/worker_pool.h"
-#include "engine/stage_memo.h"
+#include "engine/stage/stage_memo.h"
 
 namespace shardproof::daemon {
 

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "engine/plan_parser.h"
+#include "engine/format/plan_parser.h"
 
 namespace shardproof {
 namespace {

@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "engine/plan_revision.h"
-#include "engine/report.h"
+#include "engine/format/plan_revision.h"
+#include "engine/report/report.h"
 #include "engine/verifier.h"
 
 namespace shardproof {

@@ -8,14 +8,14 @@
 #include <optional>
 #include <thread>
 
-#include "engine/canonical.h"
-#include "engine/class_verifier.h"
-#include "engine/outcome_codec.h"
-#include "engine/parallel_for.h"
-#include "engine/plan_parser.h"
-#include "engine/shape_reduction.h"
-#include "engine/stage.h"
-#include "engine/stage_prover.h"
+#include "engine/stage/canonical.h"
+#include "engine/classes/class_verifier.h"
+#include "engine/decide/outcome_codec.h"
+#include "engine/core/parallel_for.h"
+#include "engine/format/plan_parser.h"
+#include "engine/stage/shape_reduction.h"
+#include "engine/stage/stage.h"
+#include "engine/prove/stage_prover.h"
 
 namespace shardproof {
 namespace {

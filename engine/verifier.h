@@ -6,14 +6,14 @@
 #include <functional>
 #include <string>
 
-#include "engine/ir.h"
-#include "engine/plan_parser.h"
-#include "engine/plan_revision.h"
-#include "engine/report.h"
-#include "engine/stage.h"
-#include "engine/stage_memo.h"
-#include "engine/stage_prover.h"
-#include "engine/stage_store.h"
+#include "engine/core/ir.h"
+#include "engine/format/plan_parser.h"
+#include "engine/format/plan_revision.h"
+#include "engine/report/report.h"
+#include "engine/stage/stage.h"
+#include "engine/stage/stage_memo.h"
+#include "engine/prove/stage_prover.h"
+#include "engine/decide/stage_store.h"
 
 namespace shardproof {
 

@@ -2,8 +2,8 @@
 // function table, and the Z3 encoding with its side conditions.
 #include <gtest/gtest.h>
 
-#include "engine/algebra.h"
-#include "engine/tensor.h"
+#include "engine/ops/algebra.h"
+#include "engine/core/tensor.h"
 
 namespace shardproof {
 namespace {

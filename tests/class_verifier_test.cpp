@@ -1,4 +1,4 @@
-// The class verifier (engine/class_verifier.h): a compact plan verified per
+// The class verifier (engine/classes/class_verifier.h): a compact plan verified per
 // coordinate class gives the verdict its expansion gives, bugs included, and
 // names the mesh coordinates where a bug shows.
 #include <gtest/gtest.h>
@@ -8,9 +8,9 @@
 #include <functional>
 #include <random>
 
-#include "engine/compact_expand.h"
-#include "engine/compact_explore.h"
-#include "engine/plan_parser.h"
+#include "engine/format/compact/compact_expand.h"
+#include "engine/classes/compact_explore.h"
+#include "engine/format/plan_parser.h"
 #include "engine/verifier.h"
 #include "planner/planner.h"
 #include "tests/planner_support.h"

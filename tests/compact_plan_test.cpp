@@ -10,8 +10,8 @@
 #include <map>
 #include <sstream>
 
-#include "engine/plan_parser.h"
-#include "engine/plan_validation.h"
+#include "engine/format/plan_parser.h"
+#include "engine/format/v1/plan_validation.h"
 #include "planner/planner.h"
 #include "tests/graph_text.h"
 #include "tests/planner_support.h"

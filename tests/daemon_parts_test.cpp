@@ -18,7 +18,7 @@
 #include "daemon/plan_text.h"
 #include "daemon/protocol.h"
 #include "daemon/state_dir.h"
-#include "engine/plan_parser.h"
+#include "engine/format/plan_parser.h"
 #include "engine/verifier.h"
 
 namespace shardproof::daemon {

@@ -14,9 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/plan_parser.h"
-#include "engine/plan_validation.h"
-#include "engine/report.h"
+#include "engine/format/plan_parser.h"
+#include "engine/format/v1/plan_validation.h"
+#include "engine/report/report.h"
 
 namespace shardproof::testing {
 

@@ -1,4 +1,4 @@
-// The two JSON readers behind jsonsrc::parse (engine/json_source_readers.h):
+// The two JSON readers behind jsonsrc::parse (engine/json/json_source_readers.h):
 // whatever the fast reader accepts, the checked reader accepts too, with the
 // same tree down to every position; on anything it is unsure of, the fast
 // reader gives up, so error messages come from the checked reader alone.
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/json_source.h"
-#include "engine/json_source_readers.h"
+#include "engine/json/json_source.h"
+#include "engine/json/json_source_readers.h"
 
 namespace shardproof {
 namespace {

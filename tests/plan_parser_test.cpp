@@ -9,10 +9,10 @@
 #include <random>
 #include <string>
 
-#include "engine/diagnostic.h"
-#include "engine/json_source.h"
-#include "engine/op_registry.h"
-#include "engine/plan_parser.h"
+#include "engine/core/diagnostic.h"
+#include "engine/json/json_source.h"
+#include "engine/ops/op_registry.h"
+#include "engine/format/plan_parser.h"
 
 namespace shardproof {
 namespace {

@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/plan_memo.h"
-#include "engine/plan_outline.h"
-#include "engine/plan_parser.h"
-#include "engine/plan_revision.h"
-#include "engine/report.h"
+#include "engine/format/plan_outline.h"
+#include "engine/format/plan_parser.h"
+#include "engine/format/plan_revision.h"
+#include "engine/report/report.h"
 #include "planner/planner.h"
 #include "tests/planner_support.h"
 

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/plan_parser.h"
+#include "engine/format/plan_parser.h"
 #include "planner/planner.h"
 #include "tests/planner_support.h"
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "engine/report.h"
+#include "engine/report/report.h"
 
 namespace shardproof {
 namespace {

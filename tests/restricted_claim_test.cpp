@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "engine/shape_reduction.h"
-#include "engine/stage.h"
+#include "engine/stage/shape_reduction.h"
+#include "engine/stage/stage.h"
 #include "engine/verifier.h"
 #include "tests/graph_text.h"
 #include "tests/test_support.h"

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "engine/plan_parser.h"
-#include "engine/shape_reduction.h"
-#include "engine/stage.h"
+#include "engine/format/plan_parser.h"
+#include "engine/stage/shape_reduction.h"
+#include "engine/stage/stage.h"
 #include "engine/verifier.h"
 #include "tests/position_plans.h"
 #include "tests/test_support.h"

@@ -1,4 +1,4 @@
-// The stage identity memo (engine/stage_memo.h): a stage keyed by its
+// The stage identity memo (engine/stage/stage_memo.h): a stage keyed by its
 // unreduced form must get exactly the identity its own reduction gives, and
 // a re-verification through the memo must give the same answers.
 #include <gtest/gtest.h>
@@ -6,11 +6,11 @@
 #include <map>
 #include <mutex>
 
-#include "engine/canonical.h"
-#include "engine/plan_parser.h"
-#include "engine/shape_reduction.h"
-#include "engine/stage.h"
-#include "engine/stage_memo.h"
+#include "engine/stage/canonical.h"
+#include "engine/format/plan_parser.h"
+#include "engine/stage/shape_reduction.h"
+#include "engine/stage/stage.h"
+#include "engine/stage/stage_memo.h"
 #include "engine/verifier.h"
 #include "planner/planner.h"
 

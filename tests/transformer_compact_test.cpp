@@ -8,7 +8,7 @@
 #include <optional>
 #include <tuple>
 
-#include "engine/plan_parser.h"
+#include "engine/format/plan_parser.h"
 #include "planner/planner.h"
 #include "tests/graph_text.h"
 #include "tests/planner_support.h"

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "engine/json_source.h"
+#include "engine/json/json_source.h"
 
 namespace shardproof::cli {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/report.h"
+#include "engine/report/report.h"
 
 namespace shardproof::cli {
 

@@ -1,6 +1,6 @@
-// contraction_of (engine/contraction.h): knows which ops are sums over an
+// contraction_of (engine/core/contraction.h): knows which ops are sums over an
 // index box, and along which operand dims.
-#include "engine/contraction.h"
+#include "engine/core/contraction.h"
 
 #include "engine/ops/op_helpers.h"
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/op_def.h"
-#include "engine/op_registry.h"
+#include "engine/ops/op_def.h"
+#include "engine/ops/op_registry.h"
 
 namespace shardproof::ops {
 

@@ -1,0 +1,463 @@
+#include "engine/classes/class_verifier.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+#include <unordered_map>
+
+#include "engine/format/compact/compact_expand.h"
+#include "engine/classes/compact_explore.h"
+#include "engine/classes/compact_rules.h"
+#include "engine/stage/stage_memo.h"
+#include "engine/decide/stage_store.h"
+
+namespace shardproof {
+namespace {
+
+using namespace compact;
+using Clock = std::chrono::steady_clock;
+
+// Beyond this many corner anchors the plan's classes are too fine to be
+// worth it (a condition per coordinate): the answer is unknown.
+constexpr size_t kMaxAnchors = 200'000;
+// Splits of boxes whose corners disagree, before giving up.
+constexpr int kMaxRounds = 8;
+
+struct Range {
+  int64_t lo, hi;
+};
+
+// The classes of one axis: the sorted breakpoints, each a class of its own,
+// and the runs between them.
+struct AxisClasses {
+  int axis;
+  int64_t size;
+  std::set<int64_t> breaks;
+
+  std::vector<Range> classes() const {
+    std::vector<Range> out;
+    int64_t prev = -1;
+    for (int64_t b : breaks) {
+      if (b > prev + 1) out.push_back({prev + 1, b - 1});
+      out.push_back({b, b});
+      prev = b;
+    }
+    return out;
+  }
+  void add(int64_t x) {
+    if (x >= 0 && x < size) breaks.insert(x);
+  }
+};
+
+// Every single-axis comparison in the plan puts a breakpoint at its root r
+// (rounded toward zero): the comparison's sign is constant on each side of
+// r, and a break at either integer next to r, a class of its own, leaves
+// the runs beside it on one side each. (A comparison of several axes
+// splits boxes only if their corners disagree.)
+void add_condition_breaks(const Condition& cond, std::vector<AxisClasses>& axes) {
+  for (const Comparison& k : cond.all)
+    for (AxisClasses& a : axes) {
+      if (k.diff.mask() != (1u << a.axis)) continue;
+      a.add(-k.diff.constant / k.diff.coef[a.axis]);
+    }
+}
+
+std::vector<AxisClasses> initial_classes(const CompactGraph& g) {
+  std::vector<AxisClasses> axes;
+  for (int axis : g.mesh.axes) axes.push_back({axis, g.mesh.size(axis), {}});
+  if (g.mesh.mb > 1) axes.push_back({kMbAxis, g.mesh.mb, {}});
+  for (AxisClasses& a : axes) {
+    a.add(0);
+    a.add(a.size - 1);
+  }
+  // A piece of a line is reduced to at most 2 elements. Where a slice moves
+  // by one element per coordinate, the piece before it is 0, 1 or more
+  // elements long at the first coordinates: those reduce differently from
+  // the rest, so they are classes of their own (likewise at the end).
+  auto unit_steps = [&](const Affine& e) {
+    for (AxisClasses& a : axes)
+      if (e.coef[a.axis] == 1 || e.coef[a.axis] == -1) {
+        a.add(1);
+        a.add(a.size - 2);
+      }
+  };
+  for (const Program& p : g.programs)
+    for (const TensorTemplate& t : p.tensors)
+      if (t.of)
+        for (const auto& [lo, hi] : t.of->slice) {
+          unit_steps(lo);
+          unit_steps(hi);
+        }
+  for (const Program& p : g.programs) {
+    add_condition_breaks(p.on, axes);
+    for (const TensorTemplate& t : p.tensors) add_condition_breaks(t.when, axes);
+    for (const OpTemplate& o : p.ops) add_condition_breaks(o.when, axes);
+  }
+  return axes;
+}
+
+// Calls f(coordinate) for every point of the product of per-axis lists.
+template <class F>
+void each_point(const std::vector<AxisClasses>& axes,
+                const std::vector<std::vector<int64_t>>& lists, F f) {
+  Coord c{};
+  std::vector<size_t> at(lists.size(), 0);
+  for (;;) {
+    for (size_t i = 0; i < lists.size(); ++i) c[axes[i].axis] = lists[i][at[i]];
+    f(c);
+    size_t i = 0;
+    while (i < lists.size() && ++at[i] == lists[i].size()) at[i++] = 0;
+    if (i == lists.size()) return;
+  }
+}
+
+std::string class_text(const std::vector<AxisClasses>& axes, const std::vector<Range>& box) {
+  std::string s;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    s += (s.empty() ? "" : " ") + std::string(kAxisNames[axes[i].axis]) + "=";
+    s += box[i].lo == box[i].hi ? std::to_string(box[i].lo)
+                                : std::to_string(box[i].lo) + ".." + std::to_string(box[i].hi);
+  }
+  return s;
+}
+
+// The pp axis (index in kAxisNames): anchors are verified one pipeline
+// stage at a time.
+constexpr int kPpAxis = 1, kDpAxis = 0;
+static_assert(kAxisNames[kPpAxis] == "pp" && kAxisNames[kDpAxis] == "dp");
+
+// What one batch of anchors (one pipeline stage) explores: freed with it.
+struct Batch {
+  Explorer explorer;
+  Selection selection, checked;  // checked: every op at every corner, for the ops' own rules
+  explicit Batch(const CompactGraph& g) : explorer(g), selection(g), checked(g) {}
+};
+
+// Corners are explored and verified one pipeline stage at a time (one batch
+// per value of pp on the grid; a single batch without pp): a batch's
+// expansion, plan and stages are freed before the next, so memory follows
+// the largest pipeline stage, not the plan.
+class ClassRun {
+ public:
+  ClassRun(const Plan& plan, const VerifyOptions& options)
+      : plan_(plan),
+        g_(plan.compact->graph),
+        options_(with_round_memory(options)),
+        axes_(initial_classes(g_)) {}
+
+  Report run() {
+    for (int round = 0; round < kMaxRounds; ++round) {
+      std::vector<std::vector<int64_t>> lists = grid();
+      size_t count = 1;
+      for (const auto& l : lists) count *= l.size();
+      if (count > kMaxAnchors)
+        return unknown(std::to_string(count) + " corner coordinates to explore (limit " +
+                       std::to_string(kMaxAnchors) +
+                       "): the plan's conditions cut the mesh too finely");
+      const std::vector<std::vector<Coord>> batches = batches_of(lists);
+      if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
+        for (size_t i = 0; i < axes_.size(); ++i) {
+          std::string points;
+          for (int64_t v : lists[i]) points += " " + std::to_string(v);
+          std::fprintf(stderr, "round %d, %s corners:%s\n", round,
+                       std::string(kAxisNames[axes_[i].axis]).c_str(), points.c_str());
+        }
+      // Each batch is explored and its stages verified at once (exploring
+      // is a fifth of a batch's cost: not done twice). Then the boxes whose
+      // corners walked differently are split; then those whose corners'
+      // stages key differently. A round that splits has verified for
+      // nothing but the verdicts it keeps (round_store_).
+      Report all;
+      all.verdict = Verdict::Equivalent;
+      std::set<std::string> distinct;
+      explored_ = 0;
+      for (const std::vector<Coord>& anchors : batches) {
+        auto b = std::make_unique<Batch>(g_);
+        if (std::optional<Report> r = explore(anchors, *b, count)) return *r;
+        Report sub = verify_batch(anchors, std::move(b), round, distinct);
+        if (sub.verdict == Verdict::Invalid || sub.verdict == Verdict::InternalError) return sub;
+        merge(all, std::move(sub));
+      }
+      std::vector<std::vector<Range>> split = disagreeing_boxes([&](const Coord& c) {
+        const AnchorRecord& r = records_.at(pack(c));
+        return std::to_string(r.decisions) + ":" + std::to_string(r.decision_count);
+      });
+      if (!split.empty()) {
+        refine(split, "walks");
+        continue;
+      }
+      split = disagreeing_boxes([&](const Coord& c) { return signatures_.at(pack(c)); });
+      if (!split.empty()) {
+        refine(split, "stages");
+        continue;
+      }
+      all.stats.unique_stages = static_cast<int64_t>(distinct.size());
+      all.stats.class_anchors = static_cast<int64_t>(records_.size());
+      all.stats.parallel_ops = op_instance_count(g_);
+      all.stats.phases.cut += explore_seconds_;
+      return all;
+    }
+    return unknown("the coordinate classes did not settle after " + std::to_string(kMaxRounds) +
+                   " splits: instances inside a class still differ from its corners");
+  }
+
+ private:
+  Report unknown(const std::string& why) const {
+    Report r;
+    r.plan_path = plan_.path;
+    r.plan_name = plan_.name;
+    r.verdict = Verdict::Unknown;
+    Finding f;
+    f.kind = "unknown";
+    f.message =
+        "the plan is too large to expand and the class verifier could not decide it: " + why;
+    r.findings.push_back(std::move(f));
+    return r;
+  }
+
+  int64_t pack(const Coord& c) const { return g_.mesh.pack(c); }
+
+  std::vector<std::vector<int64_t>> grid() const {
+    std::vector<std::vector<int64_t>> lists;
+    for (const AxisClasses& a : axes_) {
+      std::set<int64_t> pts;
+      for (const Range& r : a.classes()) pts.insert({r.lo, r.hi});
+      lists.emplace_back(pts.begin(), pts.end());
+    }
+    return lists;
+  }
+
+  // The grid's points, one list per value of pp. (Not finer: a stage's
+  // verdict key follows the order of the expansion it is cut from, so a
+  // stage written by two batches with different selections, such as a part
+  // set over every dp coordinate, may key differently in each, and the
+  // boxes would split.)
+  std::vector<std::vector<Coord>> batches_of(const std::vector<std::vector<int64_t>>& lists) const {
+    std::map<int64_t, std::vector<Coord>> by_pp;
+    each_point(axes_, lists, [&](const Coord& c) { by_pp[c[kPpAxis]].push_back(c); });
+    std::vector<std::vector<Coord>> out;
+    for (auto& [pp, anchors] : by_pp) out.push_back(std::move(anchors));
+    return out;
+  }
+
+  // Explores `anchors` into `b`, keeping their records; a report if the
+  // walk cannot go on.
+  std::optional<Report> explore(const std::vector<Coord>& anchors, Batch& b, size_t total) {
+    auto start = Clock::now();
+    try {
+      for (const Coord& c : anchors) {
+        records_[pack(c)] = b.explorer.explore(c, b.selection, b.checked);
+        ++explored_;
+        if (options_.progress &&
+            (explored_ % 16 == 0 || explored_ == static_cast<int64_t>(total))) {
+          VerifyProgress p;
+          p.done = explored_;
+          p.total = static_cast<int64_t>(total);
+          p.stage = "class corners";
+          p.status = "exploring";
+          options_.progress(p);
+        }
+      }
+    } catch (const ExploreError& e) {
+      return unknown(e.message);
+    }
+    explore_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+    return std::nullopt;
+  }
+
+  // The boxes whose corners do not all give the same `signature`.
+  template <class Signature>
+  std::vector<std::vector<Range>> disagreeing_boxes(Signature signature) const {
+    std::vector<std::vector<Range>> out;
+    std::vector<std::vector<Range>> classes;
+    for (const AxisClasses& a : axes_) classes.push_back(a.classes());
+    std::vector<size_t> at(classes.size(), 0);
+    for (;;) {
+      std::vector<Range> box;
+      std::vector<std::vector<int64_t>> corners;
+      for (size_t i = 0; i < classes.size(); ++i) {
+        box.push_back(classes[i][at[i]]);
+        corners.push_back(box.back().lo == box.back().hi
+                              ? std::vector<int64_t>{box.back().lo}
+                              : std::vector<int64_t>{box.back().lo, box.back().hi});
+      }
+      std::optional<std::string> first;
+      bool agree = true;
+      each_point(axes_, corners, [&](const Coord& c) {
+        std::string s = signature(c);
+        if (!first) first = s;
+        agree &= *first == s;
+      });
+      if (!agree) out.push_back(box);
+      size_t i = 0;
+      while (i < classes.size() && ++at[i] == classes[i].size()) at[i++] = 0;
+      if (i == classes.size()) break;
+    }
+    return out;
+  }
+
+  // Splits each run of a disagreeing box in two; `why` (the corners' walks
+  // or their stages) for the debug output.
+  void refine(const std::vector<std::vector<Range>>& boxes, const char* why) {
+    if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
+      for (size_t i = 0; i < boxes.size() && i < 5; ++i)
+        std::fprintf(stderr, "split %s (%s differ)\n", class_text(axes_, boxes[i]).c_str(), why);
+    for (const std::vector<Range>& box : boxes)
+      for (size_t i = 0; i < box.size(); ++i)
+        if (box[i].hi > box[i].lo) axes_[i].add(box[i].lo + (box[i].hi - box[i].lo) / 2);
+  }
+
+  // Writes and verifies what a batch selected; keeps each anchor's stage
+  // signature and names the coordinates of each finding.
+  Report verify_batch(const std::vector<Coord>& anchors, std::unique_ptr<Batch> b, int round,
+                      std::set<std::string>& distinct) {
+    Expansion expansion;
+    Plan sub;
+    const size_t selected_ops = b->selection.op_count();
+    try {
+      check_selected(plan_, expand_selected(g_, b->checked));
+      expansion = expand_selected(g_, b->selection);
+      // The walk is written out: its memory goes before the text is read
+      // (reading it is a batch's peak; read_selected frees the text), and
+      // the name index once it is read.
+      b.reset();
+      sub = read_selected(plan_, expansion);
+      decltype(expansion.tensor_index)().swap(expansion.tensor_index);
+    } catch (const plan_detail::InvalidPlan& e) {
+      Report r;
+      r.plan_path = plan_.path;
+      r.plan_name = plan_.name;
+      r.verdict = Verdict::Invalid;
+      r.invalid = e.diag;
+      return r;
+    }
+    StageRecord record;
+    round_store_.take_hits();
+    Report r = verify_plan(sub, options_, record);
+    r.stats.cached -= round_store_.take_hits();  // decided in an earlier round
+    std::vector<int> unit_of(sub.parallel.tensors.size(), -1);
+    for (size_t u = 0; u < record.units.size(); ++u)
+      for (int t : record.units[u].members) unit_of[t] = static_cast<int>(u);
+    for (const Coord& c : anchors) signatures_[pack(c)] = stage_keys(c, sub, record, unit_of);
+    for (const std::optional<ReusedStage>& s : record.stages)
+      if (s) distinct.insert(s->id.key);
+    if (std::getenv("SHARDPROOF_DEBUG_CLASSES")) {
+      std::set<std::string> verdicts(record.verdict_keys.begin(), record.verdict_keys.end());
+      std::fprintf(
+          stderr,
+          "round %d, pp=%lld dp=%lld: %zu anchors, %zu ops, %zu stages, %zu distinct verdict "
+          "keys, explore %.2f s, memo %zu\n",
+          round, static_cast<long long>(anchors.front()[kPpAxis]),
+          static_cast<long long>(anchors.front()[kDpAxis]), anchors.size(), selected_ops,
+          record.units.size(), verdicts.size(), explore_seconds_, identity_memo_.size());
+    }
+    localise(r, sub, expansion);
+    return r;
+  }
+
+  // Folds a batch's report into the run's.
+  static void merge(Report& all, Report sub) {
+    if (all.findings.empty() && all.stats.stages == 0) {
+      all.meta = sub.meta;
+      all.stats.logical_ops = sub.stats.logical_ops;
+    }
+    if (verdict_severity(sub.verdict) > verdict_severity(all.verdict)) all.verdict = sub.verdict;
+    for (Finding& f : sub.findings) all.findings.push_back(std::move(f));
+    Stats& a = all.stats;
+    const Stats& s = sub.stats;
+    a.stages += s.stages;
+    a.solved += s.solved;
+    a.cached += s.cached;
+    a.reused += s.reused;
+    a.proven_trivially += s.proven_trivially;
+    a.phases.parse += s.phases.parse;
+    a.phases.cut += s.phases.cut;
+    a.phases.key += s.phases.key;
+    a.phases.decide += s.phases.decide;
+  }
+
+  // The verdict keys of the stages of `c`'s claims, in order.
+  std::string stage_keys(const Coord& c, const Plan& sub, const StageRecord& record,
+                         const std::vector<int>& unit_of) const {
+    std::string s;
+    for (const SeedClaim& seed : records_.at(pack(c)).seeds) {
+      const TensorTemplate& t = g_.programs[seed.program].tensors[seed.element];
+      const int index = sub.parallel.find(t.name.eval(seed.c));
+      const int unit = index < 0 ? -1 : unit_of[index];
+      // A claim with no stage, or a stage with no key, matches nothing.
+      if (unit < 0 || record.verdict_keys.size() <= static_cast<size_t>(unit) ||
+          record.verdict_keys[unit].empty())
+        return "?" + std::to_string(pack(c));
+      s += record.verdict_keys[unit];
+      s += ';';
+    }
+    return s;
+  }
+
+  // Says at which mesh coordinates (and in which class) each finding shows.
+  void localise(Report& r, const Plan& sub, const Expansion& expansion) const {
+    for (Finding& f : r.findings) {
+      for (const std::string& name : f.parallel_tensors) {
+        const int index = sub.parallel.find(name);
+        if (index < 0) continue;
+        const Origin& o = expansion.tensors[index];
+        Coord c{};
+        for (int a = 0; a < kAxisCount; ++a) c[a] = o.c[a];
+        std::vector<Range> box;
+        for (const AxisClasses& a : axes_)
+          for (const Range& k : a.classes())
+            if (c[a.axis] >= k.lo && c[a.axis] <= k.hi) box.push_back(k);
+        f.message += " [at mesh coordinates " + g_.mesh.describe(c, true) +
+                     "; the same holds at every coordinate of its class " + class_text(axes_, box) +
+                     "]";
+        break;
+      }
+    }
+  }
+
+  // A refinement round decides mostly the stages of the round before: keys
+  // and outcomes are kept across rounds unless the caller keeps them.
+  VerifyOptions with_round_memory(VerifyOptions o) {
+    if (!o.identity_memo) o.identity_memo = &identity_memo_;
+    if (!o.store) o.store = &round_store_;
+    return o;
+  }
+
+  StageIdentityMemo identity_memo_;
+  MemoryVerdictStore round_store_;
+  const Plan& plan_;
+  const CompactGraph& g_;
+  const VerifyOptions options_;
+  std::vector<AxisClasses> axes_;
+  std::unordered_map<int64_t, AnchorRecord> records_;
+  std::unordered_map<int64_t, std::string> signatures_;  // verdict keys of each corner's claims
+  int64_t explored_ = 0;
+  double explore_seconds_ = 0;
+};
+
+}  // namespace
+
+Report verify_by_classes(const Plan& plan, const VerifyOptions& options) {
+  auto start = Clock::now();
+  Report report;
+  try {
+    if (std::optional<Report> broken = check_compact_rules(plan)) {
+      report = std::move(*broken);
+    } else {
+      report = ClassRun(plan, options).run();
+    }
+  } catch (const std::exception& e) {
+    report = Report{};
+    report.verdict = Verdict::InternalError;
+    report.error = e.what();
+  }
+  report.plan_path = plan.path;
+  report.plan_name = plan.name;
+  report.stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return report;
+}
+
+}  // namespace shardproof

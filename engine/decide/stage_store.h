@@ -1,0 +1,67 @@
+// Hooks through which verify_plan reuses stage verdicts kept elsewhere (the
+// LMDB cache in cache/, a daemon's in-flight solves in daemon/) and runs its
+// proofs where the caller wants them, without the engine knowing either.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "engine/stage/stage.h"
+#include "engine/prove/stage_prover.h"
+
+namespace shardproof {
+
+// What a stored verdict is filed under: the stage key (canonical bytes and
+// every version the verdict depends on) and an independent digest of the
+// canonical bytes, stored next to the verdict and compared before a hit is
+// trusted (a key collision or a damaged record must never pass as a proof).
+struct StageIdentity {
+  std::string key;      // stage_key(): 32 hex digits
+  std::string digest;   // XXH3-128 of the canonical bytes under another seed: 32 hex digits
+  std::string verdict;  // verdict_key(): the same for stages that differ only in full sizes
+};
+
+StageIdentity stage_identity(const Stage& stage);
+
+// A store of definite stage verdicts in position-based form (outcome_codec.h).
+// Called from several solver threads at once.
+class StageVerdictStore {
+ public:
+  virtual ~StageVerdictStore() = default;
+  // The stored outcome of a stage with this identity, or nullopt. After a
+  // nullopt the caller solves the stage and calls finish() exactly once for
+  // it, so a store may let other callers of the same key wait for that
+  // answer instead of solving it a second time.
+  virtual std::optional<std::string> lookup(const StageIdentity& id) = 0;
+  // `outcome` is the encoded definite outcome, or nullopt when there is
+  // nothing to keep (unknown, internal error, not encodable).
+  virtual void finish(const StageIdentity& id, const std::optional<std::string>& outcome,
+                      double solve_seconds) = 0;
+};
+
+// A store in memory, for one verification that decides overlapping sets of
+// stages more than once (the class verifier's refinement rounds).
+class MemoryVerdictStore : public StageVerdictStore {
+ public:
+  std::optional<std::string> lookup(const StageIdentity& id) override;
+  void finish(const StageIdentity& id, const std::optional<std::string>& outcome,
+              double solve_seconds) override;
+  // Lookups answered since the last call (a report counts them as decided
+  // in this run, not as cached).
+  int64_t take_hits();
+
+ private:
+  int64_t hits_ = 0;
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::string> outcomes_;  // by stage key
+};
+
+// Runs one stage's proof and returns its outcome; the daemon runs it on its
+// worker pool. Empty: the verifier proves on its own thread.
+using SolveExecutor = std::function<StageOutcome(const std::function<StageOutcome()>& prove)>;
+
+}  // namespace shardproof

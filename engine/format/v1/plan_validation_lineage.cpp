@@ -1,0 +1,363 @@
+// Lineage ("of") of parallel tensors: structure, and the rules that tie the
+// parallel graph to the logical one (inputs, outputs, coverage, part sets).
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "engine/core/contraction.h"
+#include "engine/format/v1/plan_validation.h"
+
+namespace shardproof::plan_detail {
+namespace {
+
+std::string quoted(const std::string& s) {
+  return "\"" + s + "\"";
+}
+
+using Box = SliceSpec;
+
+Shape extent(const SliceSpec& slice) {
+  Shape s;
+  for (auto [lo, hi] : slice) s.push_back(hi - lo);
+  return s;
+}
+
+// extent(slice) == shape, without building the extent: true for nearly every tensor.
+bool is_extent(const Shape& shape, const SliceSpec& slice) {
+  if (shape.size() != slice.size()) return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != slice[d].second - slice[d].first) return false;
+  return true;
+}
+
+// Every part set is named by (tensor, slice, n).
+using PartSetKey = std::tuple<std::string, SliceSpec, int64_t>;
+PartSetKey part_set_of(const Lineage& lin) {
+  return {lin.tensor, lin.slice, lin.part_n};
+}
+
+// Sweeps one dimension at a time over the boundaries of the boxes that
+// cover the prefix so far; returns an element no box covers.
+std::optional<std::vector<int64_t>> uncovered(const Shape& shape, const std::vector<Box>& boxes,
+                                              std::vector<int64_t>& prefix) {
+  size_t d = prefix.size();
+  if (d == shape.size()) {
+    if (boxes.empty()) return prefix;
+    return std::nullopt;
+  }
+  std::set<int64_t> cut_set = {0, shape[d]};
+  for (const Box& b : boxes)
+    for (int64_t c : {b[d].first, b[d].second}) cut_set.insert(c);
+  std::vector<int64_t> cuts(cut_set.begin(), cut_set.end());
+  // Each box goes to the segments it spans: near-linear for partitions.
+  std::vector<std::vector<Box>> spanning(cuts.size() - 1);
+  for (const Box& b : boxes) {
+    size_t first = std::lower_bound(cuts.begin(), cuts.end(), b[d].first) - cuts.begin();
+    size_t last = std::lower_bound(cuts.begin(), cuts.end(), b[d].second) - cuts.begin();
+    for (size_t s = first; s < last; ++s) spanning[s].push_back(b);
+  }
+  for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+    if (cuts[s] >= shape[d]) break;
+    prefix.push_back(cuts[s]);
+    if (std::optional<std::vector<int64_t>> hole = uncovered(shape, spanning[s], prefix))
+      return hole;
+    prefix.pop_back();
+  }
+  return std::nullopt;
+}
+
+class LineageChecker {
+ public:
+  LineageChecker(const Graph& logical, const GraphSyntax& lsyn, Graph& par, const GraphSyntax& psyn,
+                 LineageScope scope)
+      : lg_(logical), lsyn_(lsyn), pg_(par), psyn_(psyn), scope_(scope) {}
+
+  void run() {
+    for (size_t t = 0; t < pg_.tensors.size(); ++t)
+      if (psyn_.of_nodes[t]) pg_.tensors[t].of = read(t, *psyn_.of_nodes[t]);
+    if (scope_ == LineageScope::Stages) return check_claimed_inputs();
+    check_inputs();
+    check_outputs();
+    check_part_sets();
+    check_coverage();
+  }
+
+ private:
+  Lineage read(size_t t, const Node& n) {
+    const TensorDecl& decl = pg_.tensors[t];
+    auto what = [&] { return "lineage of " + quoted(decl.name); };
+    expect_object(n, what);
+    check_keys(n, {"tensor", "slice", "part", "over"}, what);
+    Lineage lin;
+    Node tn = require(n, "tensor", what, "lineage");
+    lin.tensor = expect_string(
+        tn, [&] { return what() + " tensor"; }, "lineage");
+    int lt = lg_.find(lin.tensor);
+    if (lt < 0)
+      tn.fail("lineage", what() + ": the logical graph has no tensor " + quoted(lin.tensor));
+    lin.logical = lt;
+    const TensorDecl& logical = lg_.tensors[lt];
+    lin.slice = read_slice(n.get("slice"), logical, what);
+    if (std::optional<Node> part = n.get("part")) read_part(*part, what, lin);
+    if (std::optional<Node> over = n.get("over")) read_over(*over, what, lin);
+    check_against(t, logical, lin);
+    return lin;
+  }
+
+  SliceSpec read_slice(const std::optional<Node>& n, const TensorDecl& logical, What what) {
+    SliceSpec slice;
+    slice.reserve(logical.shape.size());
+    if (!n) {  // default: the whole logical tensor
+      for (int64_t d : logical.shape) slice.push_back({0, d});
+      return slice;
+    }
+    expect_array(
+        *n, [&] { return what.str() + " slice"; }, "lineage-slice");
+    if ((*n)->items.size() != logical.shape.size())
+      n->fail("lineage-slice", what.str() + ": slice needs one [lo, hi] per dimension of " +
+                                   quoted(logical.name) + " " + shape_to_string(logical.shape) +
+                                   ", i.e. " + std::to_string(logical.shape.size()) + "; found " +
+                                   std::to_string((*n)->items.size()));
+    for (size_t d = 0; d < logical.shape.size(); ++d) {
+      Node r = n->item(d);
+      auto rw = [&] { return what.str() + " slice[" + std::to_string(d) + "]"; };
+      expect_array(r, rw, "lineage-slice");
+      if (r->items.size() != 2)
+        r.fail("lineage-slice",
+               rw() + ": expected [lo, hi], found " + std::to_string(r->items.size()) + " numbers");
+      int64_t size = logical.shape[d];
+      int64_t lo = expect_int(
+          r.item(0), "lineage-slice", [&] { return rw() + " lo"; }, 0, size);
+      int64_t hi = expect_int(
+          r.item(1), "lineage-slice", [&] { return rw() + " hi"; }, lo, size);
+      slice.push_back({lo, hi});
+    }
+    return slice;
+  }
+
+  void read_part(const Node& n, What what, Lineage& lin) {
+    expect_array(
+        n, [&] { return what.str() + " part"; }, "lineage-part");
+    if (n->items.size() != 2)
+      n.fail("lineage-part", what.str() + ": part is [k, n], found " +
+                                 std::to_string(n->items.size()) + " numbers");
+    lin.has_part = true;
+    lin.part_n = expect_int(
+        n.item(1), "lineage-part", [&] { return what.str() + " part n"; }, 1, INT64_MAX);
+    lin.part_k = expect_int(
+        n.item(0), "lineage-part", [&] { return what.str() + " part k"; }, 0, lin.part_n - 1);
+  }
+
+  // "over": a box inside the index box of the claimed tensor's producer,
+  // which must be a contraction (engine/core/contraction.h).
+  void read_over(const Node& n, What what, Lineage& lin) {
+    auto ow = [&] { return what.str() + " over"; };
+    if (lin.has_part) n.fail("lineage-over", ow() + ": a restricted claim cannot also be a part");
+    const int producer = lg_.producer[lin.logical];
+    if (producer < 0)
+      n.fail("lineage-over", ow() + ": " + quoted(lin.tensor) +
+                                 " is a logical input; only a contraction's output can be "
+                                 "claimed over a sub-box");
+    const Op& op = lg_.ops[producer];
+    std::vector<Shape> shapes;
+    for (int in : op.in) shapes.push_back(lg_.tensors[in].shape);
+    Contraction c;
+    if (std::string e = contraction_of(op.op, op.attrs, shapes, c); !e.empty())
+      n.fail("lineage-over", ow() + ": " + quoted(lin.tensor) + " is computed by " +
+                                 op.display_name() + ", and " + e);
+    expect_array(n, ow, "lineage-over");
+    if (n->items.size() != c.sizes.size())
+      n.fail("lineage-over", ow() + ": " + op.display_name() + " sums over " +
+                                 std::to_string(c.sizes.size()) + " index axes " +
+                                 shape_to_string(c.sizes) + ", so over needs " +
+                                 std::to_string(c.sizes.size()) + " [lo, hi] pairs; found " +
+                                 std::to_string(n->items.size()));
+    for (size_t a = 0; a < c.sizes.size(); ++a) {
+      Node r = n.item(a);
+      auto rw = [&] { return ow() + "[" + std::to_string(a) + "]"; };
+      expect_array(r, rw, "lineage-over");
+      if (r->items.size() != 2 && r->items.size() != 4)
+        r.fail("lineage-over", rw() + ": expected [lo, hi] or [lo, hi, step, count], found " +
+                                   std::to_string(r->items.size()) + " numbers");
+      OverRange range;
+      range.lo = expect_int(
+          r.item(0), "lineage-over", [&] { return rw() + " lo"; }, 0, c.sizes[a] - 1);
+      range.hi = expect_int(
+          r.item(1), "lineage-over", [&] { return rw() + " hi"; }, range.lo + 1, c.sizes[a]);
+      range.step = range.hi - range.lo;
+      if (r->items.size() == 4) {
+        // Blocks that do not overlap and end inside the axis.
+        range.count = expect_int(
+            r.item(3), "lineage-over", [&] { return rw() + " count"; }, 1, c.sizes[a]);
+        range.step = expect_int(
+            r.item(2), "lineage-over", [&] { return rw() + " step"; }, range.hi - range.lo,
+            c.sizes[a]);
+        if (range.count > 1 && (c.sizes[a] - range.hi) / (range.count - 1) < range.step)
+          r.fail("lineage-over", rw() + ": " + std::to_string(range.count) + " blocks " +
+                                     std::to_string(range.lo) + ":" + std::to_string(range.hi) +
+                                     " every " + std::to_string(range.step) + " end past " +
+                                     std::to_string(c.sizes[a]) + ", the axis size");
+      }
+      // One form per set: adjacent blocks are one block.
+      if (range.count == 1 || range.step == range.hi - range.lo)
+        range = {range.lo, range.last_hi(), range.last_hi() - range.lo, 1};
+      lin.over.push_back(range);
+    }
+  }
+
+  // The claim keeps the dtype class and has the slice's shape.
+  void check_against(size_t t, const TensorDecl& logical, const Lineage& lin) {
+    const TensorDecl& decl = pg_.tensors[t];
+    const Node& dn = psyn_.tensor_decls[t];
+    if (dclass_of(decl.dtype) != dclass_of(logical.dtype))
+      dn.get("dtype")->fail("lineage-dtype", quoted(decl.name) + " is " + dtype_name(decl.dtype) +
+                                                 " (" + dclass_name(dclass_of(decl.dtype)) +
+                                                 ") but claims " + quoted(logical.name) +
+                                                 ", which is " + dtype_name(logical.dtype) + " (" +
+                                                 dclass_name(dclass_of(logical.dtype)) + ")");
+    if (!is_extent(decl.shape, lin.slice))
+      dn.get("shape")->fail("lineage-shape", quoted(decl.name) + " has shape " +
+                                                 shape_to_string(decl.shape) + " but claims " +
+                                                 claim_text(lin) + ", whose extent is " +
+                                                 shape_to_string(extent(lin.slice)));
+  }
+
+  // Rule 1: parallel inputs come from logical inputs.
+  void check_inputs() {
+    std::vector<bool> logical_input(lg_.tensors.size(), false);
+    for (int t : lg_.inputs) logical_input[t] = true;
+    for (int t : pg_.inputs) {
+      const TensorDecl& decl = pg_.tensors[t];
+      if (!decl.of)
+        psyn_.tensor_decls[t].fail("lineage-input",
+                                   "parallel input " + quoted(decl.name) +
+                                       " has no lineage (\"of\"); every parallel input must "
+                                       "claim a logical input");
+      if (!logical_input[lg_.find(decl.of->tensor)])
+        psyn_.of_nodes[t]->get("tensor")->fail(
+            "lineage-input", "parallel input " + quoted(decl.name) + " claims " +
+                                 quoted(decl.of->tensor) +
+                                 ", which is not an input of the logical graph; every parallel "
+                                 "input must claim a logical input");
+    }
+  }
+
+  // A part cut out of an expansion: its inputs are claims, of any tensor.
+  void check_claimed_inputs() {
+    for (int t : pg_.inputs)
+      if (!pg_.tensors[t].of)
+        psyn_.tensor_decls[t].fail(
+            "lineage-input",
+            "parallel input " + quoted(pg_.tensors[t].name) + " has no lineage (\"of\")");
+  }
+
+  // Rule 2: parallel outputs say what they are.
+  void check_outputs() {
+    for (int t : pg_.outputs)
+      if (!pg_.tensors[t].of)
+        psyn_.tensor_decls[t].fail(
+            "lineage-output",
+            "parallel output " + quoted(pg_.tensors[t].name) + " has no lineage (\"of\")");
+  }
+
+  // Project rule: a part set that appears anywhere is complete (0..n-1).
+  void check_part_sets() {
+    std::map<PartSetKey, std::vector<bool>> claimed;
+    for (const TensorDecl& t : pg_.tensors) {
+      if (!t.of || !t.of->has_part) continue;
+      std::vector<bool>& ks = claimed[part_set_of(*t.of)];
+      // n may be huge; only claimed ks are stored beyond what exists.
+      if (ks.size() < static_cast<size_t>(std::min<int64_t>(t.of->part_n, 1 << 20)))
+        ks.resize(static_cast<size_t>(std::min<int64_t>(t.of->part_n, 1 << 20)), false);
+      if (t.of->part_k < static_cast<int64_t>(ks.size())) ks[t.of->part_k] = true;
+    }
+    for (size_t t = 0; t < pg_.tensors.size(); ++t) {
+      const std::optional<Lineage>& of = pg_.tensors[t].of;
+      if (!of || !of->has_part) continue;
+      const std::vector<bool>& ks = claimed[part_set_of(*of)];
+      int64_t missing = 0;
+      while (missing < static_cast<int64_t>(ks.size()) && ks[missing]) ++missing;
+      if (missing < of->part_n) {
+        Lineage m = *of;
+        m.part_k = missing;
+        psyn_.of_nodes[t]->get("part")->fail(
+            "lineage-parts", quoted(pg_.tensors[t].name) + " claims " + claim_text(*of) +
+                                 ", but no parallel tensor claims " + claim_text(m) +
+                                 "; a part set must be complete (parts 0.." +
+                                 std::to_string(of->part_n - 1) + ")");
+      }
+    }
+  }
+
+  // Rule 3: the parallel outputs cover every element of every logical output.
+  void check_coverage() {
+    // The parallel outputs claiming each logical tensor, in output order
+    // (check_outputs has made sure each has a claim).
+    std::vector<std::vector<int>> claims(lg_.tensors.size());
+    for (int t : pg_.outputs) claims[pg_.tensors[t].of->logical].push_back(t);
+    for (size_t i = 0; i < lg_.outputs.size(); ++i) {
+      const TensorDecl& out = lg_.tensors[lg_.outputs[i]];
+      if (element_count(out.shape) == 0) continue;
+      std::vector<Box> boxes = covering_boxes(claims[lg_.outputs[i]]);
+      if (std::optional<std::vector<int64_t>> hole = first_uncovered(out.shape, boxes))
+        lsyn_.outputs->item(i).fail("lineage-coverage", coverage_message(out, *hole, boxes));
+    }
+  }
+
+  // Plain claims of parallel outputs, and slices whose part sets the
+  // parallel outputs hold completely; `claimants` claim one logical tensor.
+  std::vector<Box> covering_boxes(const std::vector<int>& claimants) const {
+    std::vector<Box> boxes;
+    std::map<PartSetKey, std::set<int64_t>> parts;
+    for (int t : claimants) {
+      const Lineage& lin = *pg_.tensors[t].of;
+      if (!lin.over.empty()) continue;  // a partial sum covers nothing
+      if (!lin.has_part)
+        boxes.push_back(lin.slice);
+      else
+        parts[part_set_of(lin)].insert(lin.part_k);
+    }
+    for (const auto& [key, ks] : parts)
+      if (static_cast<int64_t>(ks.size()) == std::get<2>(key)) boxes.push_back(std::get<1>(key));
+    return boxes;
+  }
+
+  std::string coverage_message(const TensorDecl& out, const std::vector<int64_t>& hole,
+                               const std::vector<Box>& boxes) const {
+    std::string s = "element " + shape_to_string(hole) + " of logical output " + quoted(out.name) +
+                    " " + shape_to_string(out.shape) +
+                    " is covered by no parallel output (plain slices, or complete part sets "
+                    "among the parallel outputs); ";
+    if (boxes.empty()) return s + "no parallel output covers any of it";
+    s += "covered:";
+    for (size_t i = 0; i < boxes.size() && i < 8; ++i) {
+      Lineage l;
+      l.tensor = out.name;
+      l.slice = boxes[i];
+      s += (i ? ", " : " ") + claim_text(l);
+    }
+    return s + (boxes.size() > 8 ? ", ..." : "");
+  }
+
+  const Graph& lg_;
+  const GraphSyntax& lsyn_;
+  Graph& pg_;
+  const GraphSyntax& psyn_;
+  LineageScope scope_;
+};
+
+}  // namespace
+
+std::optional<std::vector<int64_t>> first_uncovered(const Shape& shape,
+                                                    const std::vector<SliceSpec>& boxes) {
+  std::vector<int64_t> prefix;
+  return uncovered(shape, boxes, prefix);
+}
+
+void check_lineage(const Graph& logical, const GraphSyntax& logical_syntax, Graph& parallel,
+                   const GraphSyntax& parallel_syntax, LineageScope scope) {
+  LineageChecker(logical, logical_syntax, parallel, parallel_syntax, scope).run();
+}
+
+}  // namespace shardproof::plan_detail

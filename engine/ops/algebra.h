@@ -1,0 +1,135 @@
+// The two element algebras every operator's semantics is written against,
+// once, as a template: ConcreteAlgebra (exact rationals, for the interpreter
+// and counterexample replay) and Z3Algebra (symbolic terms for the proof).
+//
+// Both expose the same member functions, so `template <class Alg>` operator
+// code runs unchanged on either. Values of boolean tensors are 0/1 rationals
+// concretely and Bool-sorted terms symbolically; integer tensors hold
+// integral rationals / Int-sorted terms; real tensors rationals / Real terms.
+// Every operation receives the DClass of its operands where the symbolic side
+// needs it.
+#pragma once
+
+#include <z3++.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/core/ir.h"
+#include "engine/core/rational.h"
+
+namespace shardproof {
+
+// Uninterpreted-function names: ops use their own name ("exp", "gelu"), a
+// `map` fn uses "map:" + fn, so the two namespaces never meet.
+std::string map_function_key(const std::string& fn);
+
+// Concrete values for the uninterpreted functions (random ones in tests, the
+// solver model's tables in counterexample replay).
+class FunctionTable {
+ public:
+  virtual ~FunctionTable() = default;
+  virtual Rational call(const std::string& fn, const std::vector<Rational>& args) = 0;
+};
+
+// A fixed, arbitrary function per name: a deterministic low-degree polynomial
+// of the arguments whose coefficients come from the name. Good for tests.
+class PseudoRandomFunctions : public FunctionTable {
+ public:
+  Rational call(const std::string& fn, const std::vector<Rational>& args) override;
+};
+
+class ConcreteAlgebra {
+ public:
+  using Value = Rational;
+  // `max_bits` (0: none) bounds the size of every exact value computed:
+  // past it an operation throws EvalError. Random testing sets it, because
+  // the pseudo-random functions square their arguments, so exact values
+  // double in size at each transcendental op of a deep cone.
+  explicit ConcreteAlgebra(FunctionTable& functions, size_t max_bits = 0)
+      : functions_(functions), max_bits_(max_bits) {}
+
+  Value constant(const Rational& r, DClass cls);  // Bool: r != 0 -> 1 else 0
+  Value add(const Value& a, const Value& b);
+  Value sub(const Value& a, const Value& b);
+  Value mul(const Value& a, const Value& b);
+  Value div(const Value& a, const Value& b);  // throws EvalError when b == 0
+  Value neg(const Value& a);
+  Value maximum(const Value& a, const Value& b);
+  Value minimum(const Value& a, const Value& b);
+  Value sum(const std::vector<Value>& terms);  // empty: 0
+  // Comparisons give booleans.
+  Value lt(const Value& a, const Value& b);
+  Value le(const Value& a, const Value& b);
+  Value gt(const Value& a, const Value& b);
+  Value ge(const Value& a, const Value& b);
+  Value eq(const Value& a, const Value& b);
+  Value select(const Value& cond, const Value& a, const Value& b);
+  // An uninterpreted function (real arguments, real result).
+  Value call(const std::string& fn, const std::vector<Value>& args);
+  // floor for real -> int, 0/1 for bool -> number, != 0 for number -> bool.
+  Value cast(const Value& v, DClass from, DClass to);
+  // candidates[index]; throws EvalError unless 0 <= index < candidates.size().
+  Value pick(const Value& index, const std::vector<Value>& candidates);
+
+ private:
+  Value bounded(Value v) const;  // v, or EvalError when it exceeds max_bits_
+
+  FunctionTable& functions_;
+  size_t max_bits_;
+};
+
+// Symbolic algebra over one z3::context. Collects the side conditions that
+// operations need: assumptions (nonzero denominators, valid input indices)
+// and obligations (a computed index must be provably in range).
+class Z3Algebra {
+ public:
+  using Value = z3::expr;
+  explicit Z3Algebra(z3::context& ctx) : ctx_(ctx) {}
+
+  z3::context& ctx() { return ctx_; }
+  // A fresh variable of the class's sort.
+  Value variable(const std::string& name, DClass cls);
+  // Index variables that come from a logical *input* tensor: their validity
+  // as an index is assumed, not proven (plan-format-v1, "Meaning").
+  void trust_as_index(const Value& v) { trusted_.insert(v.id()); }
+
+  Value constant(const Rational& r, DClass cls);
+  Value add(const Value& a, const Value& b);
+  Value sub(const Value& a, const Value& b);
+  Value mul(const Value& a, const Value& b);
+  Value div(const Value& a, const Value& b);  // records the assumption b != 0
+  Value neg(const Value& a);
+  Value maximum(const Value& a, const Value& b);
+  Value minimum(const Value& a, const Value& b);
+  Value sum(const std::vector<Value>& terms);
+  Value lt(const Value& a, const Value& b);
+  Value le(const Value& a, const Value& b);
+  Value gt(const Value& a, const Value& b);
+  Value ge(const Value& a, const Value& b);
+  Value eq(const Value& a, const Value& b);
+  Value select(const Value& cond, const Value& a, const Value& b);
+  Value call(const std::string& fn, const std::vector<Value>& args);
+  Value cast(const Value& v, DClass from, DClass to);
+  // An ite chain over candidates; the range condition on index becomes an
+  // assumption when index is trusted (or a numeral in range), otherwise an
+  // obligation that the proof must discharge.
+  Value pick(const Value& index, const std::vector<Value>& candidates);
+
+  const std::vector<Value>& assumptions() const { return assumptions_; }
+  const std::vector<Value>& obligations() const { return obligations_; }
+  // The uninterpreted functions created so far, by name.
+  const std::map<std::string, z3::func_decl>& functions() const { return functions_; }
+
+ private:
+  z3::context& ctx_;
+  std::set<unsigned> trusted_;
+  std::vector<Value> assumptions_;
+  std::vector<Value> obligations_;
+  std::map<std::string, z3::func_decl> functions_;
+};
+
+}  // namespace shardproof

@@ -1,0 +1,171 @@
+// Symbolic evaluation of operator semantics as Z3 terms over the reals, with
+// the side conditions (assumptions, obligations) the operations need.
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/ops/algebra.h"
+
+namespace shardproof {
+
+using V = Z3Algebra::Value;
+
+namespace {
+
+z3::sort sort_of(z3::context& ctx, DClass cls) {
+  switch (cls) {
+    case DClass::Real:
+      return ctx.real_sort();
+    case DClass::Int:
+      return ctx.int_sort();
+    case DClass::Bool:
+      return ctx.bool_sort();
+  }
+  return ctx.real_sort();
+}
+
+// Uninterpreted functions are declared over the reals: integer arguments
+// are lifted, so one declaration per name serves every call.
+V as_real(const V& v) {
+  if (v.is_real()) return v;
+  if (v.is_int()) return z3::to_real(v);
+  if (v.is_bool()) return z3::ite(v, v.ctx().real_val(1), v.ctx().real_val(0));
+  throw std::invalid_argument("uninterpreted function argument of unexpected sort");
+}
+
+}  // namespace
+
+V Z3Algebra::variable(const std::string& name, DClass cls) {
+  return ctx_.constant(name.c_str(), sort_of(ctx_, cls));
+}
+
+V Z3Algebra::constant(const Rational& r, DClass cls) {
+  switch (cls) {
+    case DClass::Bool:
+      return ctx_.bool_val(r != 0);
+    case DClass::Int: {
+      if (r.get_den() != 1)
+        throw std::invalid_argument("integer constant " + rational_to_string(r));
+      return ctx_.int_val(r.get_num().get_str().c_str());
+    }
+    case DClass::Real:
+      return ctx_.real_val(rational_to_string(r).c_str());
+  }
+  return ctx_.real_val(0);
+}
+
+V Z3Algebra::add(const V& a, const V& b) {
+  return a + b;
+}
+V Z3Algebra::sub(const V& a, const V& b) {
+  return a - b;
+}
+V Z3Algebra::mul(const V& a, const V& b) {
+  return a * b;
+}
+
+V Z3Algebra::div(const V& a, const V& b) {
+  // A nonzero numeral needs no assumption; anything else may be zero.
+  bool nonzero_numeral = false;
+  if (b.is_numeral()) {
+    std::string text = Z3_get_numeral_string(ctx_, b);
+    nonzero_numeral = text != "0" && text != "0.0";
+  }
+  if (!nonzero_numeral) assumptions_.push_back(b != ctx_.real_val(0));
+  return a / b;
+}
+
+V Z3Algebra::neg(const V& a) {
+  return -a;
+}
+V Z3Algebra::maximum(const V& a, const V& b) {
+  return z3::ite(a >= b, a, b);
+}
+V Z3Algebra::minimum(const V& a, const V& b) {
+  return z3::ite(a <= b, a, b);
+}
+
+V Z3Algebra::sum(const std::vector<V>& terms) {
+  if (terms.empty()) return ctx_.real_val(0);
+  if (terms.size() == 1) return terms[0];
+  z3::expr_vector v(ctx_);
+  for (const V& t : terms) v.push_back(t);
+  return z3::sum(v);
+}
+
+V Z3Algebra::lt(const V& a, const V& b) {
+  return a < b;
+}
+V Z3Algebra::le(const V& a, const V& b) {
+  return a <= b;
+}
+V Z3Algebra::gt(const V& a, const V& b) {
+  return a > b;
+}
+V Z3Algebra::ge(const V& a, const V& b) {
+  return a >= b;
+}
+V Z3Algebra::eq(const V& a, const V& b) {
+  return a == b;
+}
+V Z3Algebra::select(const V& cond, const V& a, const V& b) {
+  return z3::ite(cond, a, b);
+}
+
+V Z3Algebra::call(const std::string& fn, const std::vector<V>& args) {
+  auto it = functions_.find(fn);
+  if (it == functions_.end()) {
+    z3::sort_vector domain(ctx_);
+    for (size_t i = 0; i < args.size(); ++i) domain.push_back(ctx_.real_sort());
+    std::string uf_name = "uf!" + fn;
+    z3::func_decl decl = ctx_.function(uf_name.c_str(), domain, ctx_.real_sort());
+    it = functions_.emplace(fn, decl).first;
+  } else if (it->second.arity() != args.size()) {
+    // The contract makes one fn with two arities an invalid plan.
+    throw std::invalid_argument("function '" + fn + "' used with " + std::to_string(args.size()) +
+                                " arguments and with " + std::to_string(it->second.arity()));
+  }
+  z3::expr_vector actual(ctx_);
+  for (const V& a : args) actual.push_back(as_real(a));
+  return it->second(actual);
+}
+
+V Z3Algebra::cast(const V& v, DClass from, DClass to) {
+  if (from == to) return v;
+  if (to == DClass::Bool) {
+    return from == DClass::Int ? v != ctx_.int_val(0) : v != ctx_.real_val(0);
+  }
+  if (from == DClass::Bool) {
+    return to == DClass::Int ? z3::ite(v, ctx_.int_val(1), ctx_.int_val(0))
+                             : z3::ite(v, ctx_.real_val(1), ctx_.real_val(0));
+  }
+  if (to == DClass::Int) {  // real -> int: floor
+    Z3_ast r = Z3_mk_real2int(ctx_, v);
+    ctx_.check_error();
+    return V(ctx_, r);
+  }
+  return z3::to_real(v);  // int -> real
+}
+
+V Z3Algebra::pick(const V& index, const std::vector<V>& candidates) {
+  if (candidates.empty()) throw std::invalid_argument("pick from no candidates");
+  const int64_t n = static_cast<int64_t>(candidates.size());
+  int64_t literal = 0;
+  if (index.is_numeral() && index.is_numeral_i64(literal)) {
+    if (literal >= 0 && literal < n) return candidates[literal];
+    // A computed index that is certainly out of range: the proof must fail.
+    obligations_.push_back(ctx_.bool_val(false));
+    return candidates[0];
+  }
+  z3::expr in_range = index >= ctx_.int_val(0) && index < ctx_.int_val(n);
+  if (trusted_.count(index.id()))
+    assumptions_.push_back(in_range);
+  else
+    obligations_.push_back(in_range);
+  V result = candidates[n - 1];
+  for (int64_t i = n - 2; i >= 0; --i)
+    result = z3::ite(index == ctx_.int_val(i), candidates[i], result);
+  return result;
+}
+
+}  // namespace shardproof

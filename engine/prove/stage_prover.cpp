@@ -1,0 +1,309 @@
+#include "engine/prove/stage_prover.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+
+#include "engine/ops/algebra.h"
+#include "engine/prove/counterexample.h"
+#include "engine/stage/stage_claims.h"
+#include "engine/prove/stage_testing.h"
+
+namespace shardproof {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A leaf name "L<t>_<i>" belongs to logical stage tensor t.
+int leaf_tensor(const std::string& name) {
+  if (name.empty() || name[0] != 'L') return -1;
+  return std::stoi(name.substr(1, name.find('_') - 1));
+}
+
+z3::expr leaf_const(z3::context& ctx, const std::string& name, DClass cls) {
+  switch (cls) {
+    case DClass::Real:
+      return ctx.real_const(name.c_str());
+    case DClass::Int:
+      return ctx.int_const(name.c_str());
+    case DClass::Bool:
+      return ctx.bool_const(name.c_str());
+  }
+  throw std::logic_error("bad dclass");
+}
+
+struct IrrationalValue : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A model value as an exact rational (booleans as 0/1).
+Rational to_rational(const z3::expr& value) {
+  if (value.is_true()) return 1;
+  if (value.is_false()) return 0;
+  if (value.is_numeral()) {
+    std::string text = Z3_get_numeral_string(value.ctx(), value);
+    if (auto r = parse_exact_number(text)) return *r;
+  }
+  throw IrrationalValue("model value " + value.to_string() + " is not rational");
+}
+
+z3::expr to_z3(z3::context& ctx, const Rational& r) {
+  return ctx.real_val(rational_to_string(r).c_str());
+}
+
+// Uninterpreted functions as the solver's model defines them.
+class ModelFunctions : public FunctionTable {
+ public:
+  ModelFunctions(z3::model& model, const std::map<std::string, z3::func_decl>& decls)
+      : model_(model), decls_(decls) {}
+  Rational call(const std::string& fn, const std::vector<Rational>& args) override {
+    const z3::func_decl& decl = decls_.at(fn);
+    z3::expr_vector z3_args(decl.ctx());
+    for (const Rational& a : args) z3_args.push_back(to_z3(decl.ctx(), a));
+    return to_rational(model_.eval(decl(z3_args), true));
+  }
+
+ private:
+  z3::model& model_;
+  const std::map<std::string, z3::func_decl>& decls_;
+};
+
+class Prover {
+ public:
+  Prover(const Stage& stage, const ProverOptions& options)
+      : stage_(stage), options_(options), alg_(ctx_) {}
+
+  StageOutcome run() {
+    StageOutcome out;
+    const int64_t elements = stage_.element_count();
+    if (elements > options_.max_stage_elements) {
+      // Too large to prove, perhaps not to refute (wrong-offset bugs keep
+      // their contradicting lines whole): a concrete mismatch is a witness.
+      if (options_.test_trials > 0 && elements <= options_.max_test_elements) {
+        // Testing is all there is here: ids aimed at the stage's bounds too.
+        if (std::optional<Finding> found =
+                refute_by_testing(stage_, options_.test_trials, /*aim_at_constants=*/true)) {
+          out.findings.push_back(*found);
+          out.status = StageStatus::Refuted;
+          return out;
+        }
+      }
+      return unknown(out, "the stage has " + std::to_string(elements) +
+                              " elements after shape reduction (limit " +
+                              std::to_string(options_.max_stage_elements) + ")" +
+                              (stage_.reduction_note.empty() ? "" : "; " + stage_.reduction_note));
+    }
+    if (options_.test_trials > 0) {
+      if (std::optional<Finding> found = refute_by_testing(stage_, options_.test_trials)) {
+        out.findings.push_back(*found);
+        out.status = StageStatus::Refuted;
+        return out;
+      }
+    }
+    auto leaf = [this](const std::string& name, DClass cls) {
+      z3::expr v = leaf_const(ctx_, name, cls);
+      int t = leaf_tensor(name);
+      if (t >= 0 && stage_.tensors[t].logical_input) alg_.trust_as_index(v);
+      return v;
+    };
+    StageValues<Z3Algebra> values = evaluate_stage<Z3Algebra>(alg_, stage_, leaf);
+    std::vector<ClaimChecks<z3::expr>> claims = build_claims(alg_, stage_, values);
+    z3::params simplify_params(ctx_);
+    simplify_params.set("som", true);
+    bool any_unsat = false;
+    for (const ClaimChecks<z3::expr>& claim : claims) {
+      if (!claim.missing.empty()) return unknown(out, claim.label + ": " + claim.missing);
+      z3::expr_vector differs(ctx_);
+      std::vector<const ElementCheck<z3::expr>*> pending;
+      for (const ElementCheck<z3::expr>& check : claim.checks) {
+        z3::expr neq =
+            check.parallel.is_bool()
+                ? (check.parallel != check.logical).simplify()
+                : ((check.parallel - check.logical).simplify(simplify_params) != 0).simplify();
+        if (neq.is_false()) continue;
+        differs.push_back(neq);
+        pending.push_back(&check);
+      }
+      if (differs.empty()) continue;
+      ++out.queries;
+      z3::solver solver = make_solver();
+      solver.add(z3::mk_or(differs));
+      dump_query(solver, out.queries);
+      z3::check_result result = solver.check();
+      if (result == z3::unsat) {
+        any_unsat = true;
+        continue;
+      }
+      if (result == z3::unknown)
+        return unknown(out, "the solver gave up on " + claim.label + " (" +
+                                solver.reason_unknown() + "); raise --rlimit to try harder");
+      z3::model model = solver.get_model();
+      out.status = StageStatus::Refuted;
+      if (!refute(out, claim, pending, model)) return out;
+    }
+    if (out.status != StageStatus::Refuted && !alg_.obligations().empty()) {
+      ++out.queries;
+      z3::solver solver = make_solver();
+      z3::expr_vector obligations(ctx_);
+      for (const z3::expr& o : alg_.obligations()) obligations.push_back(o);
+      solver.add(!z3::mk_and(obligations));
+      z3::check_result result = solver.check();
+      if (result == z3::unknown) return unknown(out, "the solver gave up on index validity");
+      if (result == z3::sat) {
+        Finding f = base_finding();
+        f.kind = "mismatch";
+        f.message = "a computed index may fall outside the tensor it indexes";
+        out.findings.push_back(f);
+        out.status = StageStatus::Refuted;
+      } else {
+        any_unsat = true;
+      }
+    }
+    if (out.status == StageStatus::Refuted) return out;
+    if (any_unsat && !alg_.assumptions().empty()) {
+      ++out.queries;
+      z3::solver solver = make_solver();
+      if (solver.check() != z3::sat)
+        return unknown(out,
+                       "the stage's assumptions (nonzero denominators, valid indices) "
+                       "cannot hold together, so its proof would be vacuous");
+    }
+    out.trivial = out.queries == 0;
+    out.status = StageStatus::Proven;
+    return out;
+  }
+
+ private:
+  // SHARDPROOF_DUMP_SMT=DIR writes every claim query as SMT-LIB 2, for
+  // debugging a slow or surprising stage with the z3 command line.
+  void dump_query(z3::solver& solver, int64_t n) const {
+    const char* dir = std::getenv("SHARDPROOF_DUMP_SMT");
+    if (!dir) return;
+    std::ofstream(std::string(dir) + "/stage-" + std::to_string(stage_.id) + "-" +
+                  std::to_string(n) + ".smt2")
+        << solver.to_smt2();
+  }
+
+  z3::solver make_solver() {
+    z3::solver solver(ctx_);
+    z3::params params(ctx_);
+    // rlimit is the deterministic budget; Z3 4.8 does not count every
+    // nonlinear search step against it, so a wall-clock timeout backs it up.
+    params.set("rlimit",
+               static_cast<unsigned>(std::min<uint64_t>(options_.rlimit, 4'000'000'000u)));
+    if (options_.timeout_ms > 0) params.set("timeout", options_.timeout_ms);
+    solver.set(params);
+    for (const z3::expr& a : alg_.assumptions()) solver.add(a);
+    return solver;
+  }
+
+  Finding base_finding() const {
+    Finding f;
+    f.stage = "stage " + std::to_string(stage_.id) + ": " + stage_.title;
+    f.tensor = stage_.tensors[stage_.target].name;
+    return f;
+  }
+
+  StageOutcome& unknown(StageOutcome& out, const std::string& why) {
+    Finding f = base_finding();
+    f.kind = "unknown";
+    f.message = why;
+    out.findings.push_back(f);
+    out.status = StageStatus::Unknown;
+    return out;
+  }
+
+  // Builds the finding for a satisfying model and replays it concretely.
+  // Returns false when the replay disagrees (an internal error).
+  bool refute(StageOutcome& out, const ClaimChecks<z3::expr>& claim,
+              const std::vector<const ElementCheck<z3::expr>*>& pending, z3::model& model) {
+    Finding f = base_finding();
+    f.kind = "mismatch";
+    for (int t : claim.tensors) f.parallel_tensors.push_back(stage_.tensors[t].name);
+    f.ops = producing_ops(stage_, claim.tensors);
+    std::vector<int64_t> differing;
+    for (const ElementCheck<z3::expr>* check : pending) {
+      z3::expr neq = check->parallel.is_bool() ? check->parallel != check->logical
+                                               : check->parallel - check->logical != 0;
+      if (model.eval(neq, true).is_true()) differing.push_back(check->element);
+    }
+    for (size_t i = 0; i < differing.size() && i < 8; ++i)
+      f.elements.push_back(full_index(stage_, differing[i]));
+    f.message = claim.label + " differs from " + f.tensor + " at " +
+                std::to_string(differing.size()) + " of " + std::to_string(claim.checks.size()) +
+                " checked elements (reduced sizes)";
+    try {
+      replay(f, claim, differing, model);
+    } catch (const IrrationalValue& e) {
+      f.message += "; the counterexample holds irrational values, so it was not replayed";
+    } catch (const EvalError& e) {
+      out.status = StageStatus::InternalError;
+      out.error = "stage " + std::to_string(stage_.id) +
+                  ": replay of the counterexample failed: " + e.what();
+      out.findings.push_back(f);
+      return false;
+    }
+    if (f.counterexample.contains("replay_disagrees")) {
+      out.status = StageStatus::InternalError;
+      out.error = "stage " + std::to_string(stage_.id) +
+                  ": the interpreter does not confirm the solver's counterexample for " +
+                  claim.label + " (encoding and interpreter disagree)";
+      out.findings.push_back(f);
+      return false;
+    }
+    out.findings.push_back(f);
+    return true;
+  }
+
+  void replay(Finding& f, const ClaimChecks<z3::expr>& claim, const std::vector<int64_t>& differing,
+              z3::model& model) {
+    ModelFunctions functions(model, alg_.functions());
+    ConcreteAlgebra concrete(functions);
+    auto leaf = [&](const std::string& name, DClass cls) {
+      return to_rational(model.eval(leaf_const(ctx_, name, cls), true));
+    };
+    StageValues<ConcreteAlgebra> values = evaluate_stage<ConcreteAlgebra>(concrete, stage_, leaf);
+    std::vector<ClaimChecks<Rational>> claims = build_claims(concrete, stage_, values);
+    const ClaimChecks<Rational>* mine = nullptr;
+    for (const ClaimChecks<Rational>& c : claims)
+      if (c.label == claim.label) mine = &c;
+    bool confirmed = mine != nullptr && !differing.empty();
+    for (size_t i = 0; mine && i < differing.size(); ++i)
+      if (mine->checks[differing[i]].parallel == mine->checks[differing[i]].logical)
+        confirmed = false;
+    nlohmann::json cx =
+        mine ? counterexample_json(stage_, values, *mine, differing) : nlohmann::json::object();
+    if (!confirmed) cx["replay_disagrees"] = true;
+    f.counterexample = cx;
+  }
+
+  const Stage& stage_;
+  ProverOptions options_;
+  z3::context ctx_;
+  Z3Algebra alg_;
+};
+
+}  // namespace
+
+StageOutcome prove_stage(const Stage& stage, const ProverOptions& options) {
+  auto start = Clock::now();
+  StageOutcome out;
+  try {
+    Prover prover(stage, options);
+    out = prover.run();
+  } catch (const z3::exception& e) {
+    out = StageOutcome{};
+    out.status = StageStatus::InternalError;
+    out.error = "stage " + std::to_string(stage.id) + ": Z3 error: " + e.msg();
+  } catch (const std::exception& e) {
+    out = StageOutcome{};
+    out.status = StageStatus::InternalError;
+    out.error = "stage " + std::to_string(stage.id) + ": " + e.what();
+  }
+  out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return out;
+}
+
+}  // namespace shardproof

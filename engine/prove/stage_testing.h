@@ -1,0 +1,26 @@
+// Refutation by testing: before any solver call, the stage runs in the
+// concrete interpreter on a few sets of random inputs, with fixed arbitrary
+// polynomials for the uninterpreted functions. Every function is allowed by
+// the contract (a proof must hold for any), so a difference found this way
+// is a real counterexample, and most bugs are found without Z3 at all.
+#pragma once
+
+#include <optional>
+
+#include "engine/report/report.h"
+#include "engine/stage/stage.h"
+
+namespace shardproof {
+
+// The parallel ops the given stage tensors depend on, nearest first.
+std::vector<std::string> producing_ops(const Stage& stage, const std::vector<int>& tensors);
+
+// A "mismatch" finding when some trial shows a claim failing; nullopt when
+// every trial agreed (or left the plan's domain, e.g. a zero denominator).
+// With `aim_at_constants` (a stage the solver cannot take), trials are
+// added in which integer inputs take the values next to the stage's integer
+// constants (an off-by-one shard bound shows on one id in 10^5).
+std::optional<Finding> refute_by_testing(const Stage& stage, int trials,
+                                         bool aim_at_constants = false);
+
+}  // namespace shardproof

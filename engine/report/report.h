@@ -1,0 +1,78 @@
+// The answer of a verification: verdict, findings, stats; and its renderings.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/diagnostic.h"
+
+namespace shardproof {
+
+enum class Verdict { Equivalent, NotEquivalent, Invalid, Unknown, InternalError };
+
+// "equivalent", "not-equivalent", "invalid", "unknown", "internal-error"
+const char* verdict_name(Verdict v);
+// Exit codes of `shardproof verify`: 0 equivalent, 1 not equivalent,
+// 2 invalid, 3 unknown, 4 internal or I/O failure.
+int verdict_exit_code(Verdict v);
+// Order used to combine several plans' verdicts: internal > invalid >
+// not-equivalent > unknown > equivalent.
+int verdict_severity(Verdict v);
+
+struct Finding {
+  std::string kind;    // "mismatch" (a claim is false), "unknown" (not decided), "coverage"
+  std::string stage;   // stage id, e.g. "stage 3: out[0:8, 0:16]"
+  std::string tensor;  // the logical tensor whose claim failed
+  std::vector<std::string> parallel_tensors;   // the claiming parallel tensors involved
+  std::vector<std::vector<int64_t>> elements;  // differing elements, full-size indices
+  std::vector<std::string> ops;                // parallel ops that produced them
+  nlohmann::json counterexample;               // input values at reduced size, and the two results
+  std::string message;                         // one readable sentence
+};
+
+struct Stats {
+  int64_t stages = 0;            // claim stages in the plan
+  int64_t unique_stages = 0;     // distinct canonical stages (identical layers share one)
+  int64_t solved = 0;            // stages sent to the solver
+  int64_t cached = 0;            // distinct stages whose verdict came from the cache
+  int64_t reused = 0;            // stages unchanged since the plan's last verification
+  int64_t proven_trivially = 0;  // stages closed by normalisation alone
+  int64_t logical_ops = 0;
+  int64_t parallel_ops = 0;   // of a compact plan: the op instances it denotes
+  int64_t class_anchors = 0;  // compact plan verified per class: corners explored
+  double seconds = 0;
+  // Where the time went (wall seconds): reading the plan, cutting it into
+  // stages, reducing and keying them, deciding them (store or solver).
+  struct Phases {
+    double parse = 0, cut = 0, key = 0, decide = 0;
+  } phases;
+};
+
+struct Report {
+  std::string plan_path;
+  std::string plan_name;
+  nlohmann::json meta = nlohmann::json::object();
+  Verdict verdict = Verdict::Unknown;
+  std::vector<Finding> findings;
+  std::optional<Diagnostic> invalid;  // set when verdict == Invalid
+  std::string error;                  // set when verdict == InternalError
+  Stats stats;
+};
+
+// The verdict line, without a newline: "plan.json: NOT EQUIVALENT (4 stages, ...)".
+std::string report_headline(const Report& report);
+// One verdict line, then each finding readable by a person.
+std::string report_to_text(const Report& report);
+// One finding as report_to_text shows it: indented lines, counterexample included.
+std::string finding_to_text(const Finding& finding);
+// One finding on one line: kind, stage, logical tensor, elements (the first
+// few), parallel tensors, ops, then the finding's sentence.
+std::string finding_summary(const Finding& finding);
+// {"verdict", "findings", "stats", "plan", ...}: see docs/cli.md.
+nlohmann::json report_to_json(const Report& report);
+
+}  // namespace shardproof

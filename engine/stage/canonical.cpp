@@ -1,0 +1,143 @@
+#include "engine/stage/canonical.h"
+
+#include <xxhash.h>
+#include <z3.h>
+
+#include <cstdio>
+
+#include "engine/ops/op_registry.h"
+
+namespace shardproof {
+namespace {
+
+// Length-prefixed fields keep the encoding unambiguous.
+class Writer {
+ public:
+  void text(const std::string& s) {
+    number(static_cast<int64_t>(s.size()));
+    out_ += s;
+  }
+  void number(int64_t v) { out_ += std::to_string(v) + ";"; }
+  void numbers(const std::vector<int64_t>& v) {
+    number(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) number(x);
+  }
+  void ints(const std::vector<int>& v) {
+    number(static_cast<int64_t>(v.size()));
+    for (int x : v) number(x);
+  }
+  void slice(const SliceSpec& s) {
+    number(static_cast<int64_t>(s.size()));
+    for (auto& [lo, hi] : s) number(lo), number(hi);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+std::string z3_version() {
+  unsigned major, minor, build, revision;
+  Z3_get_version(&major, &minor, &build, &revision);
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(build) + "." +
+         std::to_string(revision);
+}
+
+}  // namespace
+
+std::string canonical_bytes(const Stage& stage, bool with_full_size) {
+  Writer w;
+  w.text("shardproof-stage");
+  w.number(stage.target);
+  w.slice(stage.slice);
+  w.number(stage.parts);
+  w.ints(stage.members);
+  w.number(stage.reduced ? 1 : 0);
+  w.number(static_cast<int64_t>(stage.tensors.size()));
+  for (const StageTensor& t : stage.tensors) {
+    w.number(t.parallel ? 1 : 0);
+    w.numbers(t.shape);
+    // Full sizes are in the verdict too: a mean divides by its full-size
+    // count (OpCall::full_in_shapes), so two stages reduced alike but cut
+    // from lines of different lengths can get different verdicts.
+    w.numbers(t.full_shape);
+    w.text(dtype_name(t.dtype));
+    w.number(t.free ? 1 : 0);
+    w.number(t.logical_input ? 1 : 0);
+    w.number(t.logical_index);
+    if (t.of) {
+      w.slice(t.of->slice);
+      w.number(t.of->has_part ? 1 : 0);
+      w.number(t.of->part_k);
+      w.number(t.of->part_n);
+      // A restricted claim's box is in the ops that compute its logical
+      // tensor (logical_index), at reduced positions; only its rank here.
+      w.number(static_cast<int64_t>(t.of->over.size()));
+    } else {
+      w.number(-1);
+    }
+  }
+  // Positions kept by reduction (none written when the stage kept full size:
+  // the sizes above say so).
+  if (with_full_size) {
+    w.number(static_cast<int64_t>(stage.full_position.size()));
+    for (size_t t = 0; t < stage.full_position.size(); ++t)
+      for (const std::vector<int64_t>& dim : stage.full_position[t]) w.numbers(dim);
+  }
+  w.number(static_cast<int64_t>(stage.ops.size()));
+  for (const StageOp& op : stage.ops) {
+    w.text(op.op);
+    w.number(op.parallel ? 1 : 0);
+    w.ints(op.in);
+    w.ints(op.out);
+    // Rank numbers do not matter, only the group's size: the i-th input is
+    // the i-th member, and the input order is encoded above.
+    w.number(static_cast<int64_t>(op.group.size()));
+    w.number(static_cast<int64_t>(op.attrs.size()));
+    for (const auto& [key, value] : op.attrs) {
+      w.text(key);
+      w.text(value.describe());
+    }
+  }
+  // Integer values mapped onto reduced lines (findings report them at full
+  // size). Written only when present, so other stages keep their keys.
+  bool any_value_map = false;
+  for (const std::optional<ValueMap>& m : stage.value_maps) any_value_map |= m.has_value();
+  if (any_value_map) {
+    w.text("value-maps");
+    w.number(static_cast<int64_t>(stage.value_maps.size()));
+    for (const std::optional<ValueMap>& m : stage.value_maps) {
+      w.number(m ? 1 : 0);
+      if (!m) continue;
+      if (with_full_size) w.numbers(m->full_bounds);
+      w.numbers(m->reduced_bounds);
+      if (with_full_size) w.number(m->full_offset);
+      w.number(m->reduced_offset);
+    }
+  }
+  return w.take();
+}
+
+std::string verdict_key(const Stage& stage) {
+  std::string bytes = canonical_bytes(stage, false);
+  bytes += "|engine=" + std::to_string(kEngineVersion);
+  XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return hex;
+}
+
+std::string stage_key(const Stage& stage) {
+  std::string bytes = canonical_bytes(stage);
+  bytes += "|engine=" + std::to_string(kEngineVersion);
+  bytes += "|semantics=" + std::to_string(OpRegistry::kSemanticsVersion);
+  bytes += "|z3=" + z3_version();
+  XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return hex;
+}
+
+}  // namespace shardproof

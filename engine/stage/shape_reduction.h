@@ -1,0 +1,31 @@
+// Shape reduction (design.md, "Shape reduction: what keeps it sound";
+// argument in docs/soundness.md).
+//
+// Every axis of every stage tensor lies on a *line*: a coordinate axis
+// shared by all axes that operators, lineage slices and collectives relate
+// (the same positions, or a sub-range at an offset). The offsets of all those
+// relations are the line's *boundaries*; a *piece* is the run between two
+// boundaries. Reduction keeps every piece with at most 2 elements (pieces of
+// 1 stay 1), so every boundary, every partition ratio and every part survives,
+// and each piece still has two distinct elements to tell sum from mean, max
+// from sum, or one order from another. A line whose positions integers
+// name (token ids on a vocabulary, iota) keeps K + 2 per piece, K the
+// integer elements that can name one, and every integer position on it is
+// rewritten by the same map (docs/soundness.md, "Integer positions").
+// Lines an operator marks frozen (reshapes it cannot map, broadcast and
+// combined axes, integer uses no map preserves), and lines whose relations
+// contradict each other, keep their full size.
+// A reduced stage is re-checked by the operators' own shape rules; if it does
+// not check, the offending lines are frozen and reduction is retried, and in
+// the end the stage keeps full sizes rather than risk an unsound reduction.
+#pragma once
+
+#include "engine/stage/stage.h"
+
+namespace shardproof {
+
+// Rewrites `stage` to reduced sizes in place (shapes, lineage slices, op
+// attributes and integer position constants, full_position and value_maps).
+void reduce_stage(Stage& stage);
+
+}  // namespace shardproof
