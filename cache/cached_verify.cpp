@@ -1,17 +1,18 @@
 #include "cache/cached_verify.h"
 
 #include <xxhash.h>
-#include <z3.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
-#include "cache/report_codec.h"
-#include "engine/stage/canonical.h"
-#include "engine/ops/op_registry.h"
+#include "engine/core/digest.h"
+#include "engine/core/z3_version.h"
 #include "engine/decide/outcome_codec.h"
 #include "engine/format/plan_parser.h"
+#include "engine/ops/op_registry.h"
+#include "engine/report/report_codec.h"
+#include "engine/stage/canonical.h"
 
 namespace shardproof::cache {
 namespace {
@@ -19,13 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr XXH64_hash_t kDigestSeed = 0x506c616e44696700ull;  // "PlanDig"
-
-std::string hex128(XXH128_hash_t h) {
-  char hex[33];
-  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return hex;
-}
 
 // Only answers that no limit or machine could change are kept.
 bool is_definite(const Report& r) {
@@ -46,13 +40,10 @@ void keep_report(VerdictCache& cache, const PlanIdentity& id, const Report& repo
 }  // namespace
 
 PlanIdentity plan_identity(const std::string& text) {
-  unsigned major, minor, build, revision;
-  Z3_get_version(&major, &minor, &build, &revision);
   std::string versions = "shardproof-plan|engine=" + std::to_string(kEngineVersion) +
                          "|semantics=" + std::to_string(OpRegistry::kSemanticsVersion) +
-                         "|codec=" + std::to_string(kOutcomeCodecVersion) +
-                         "|z3=" + std::to_string(major) + "." + std::to_string(minor) + "." +
-                         std::to_string(build) + "." + std::to_string(revision) + "|";
+                         "|codec=" + std::to_string(kOutcomeCodecVersion) + "|z3=" + z3_version() +
+                         "|";
   // Streamed: a large plan's text is not copied to be hashed. Both hashes
   // take each piece while it is in the CPU's cache: the text is read from
   // memory once, not twice (the same values as hashing it whole).

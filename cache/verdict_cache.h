@@ -17,7 +17,7 @@
 #include <unordered_set>
 
 #include "cache/lmdb_env.h"
-#include "cache/status.h"
+#include "engine/core/status.h"
 
 namespace shardproof::cache {
 

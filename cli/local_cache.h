@@ -4,8 +4,8 @@
 
 #include <memory>
 
-#include "cache/status.h"
 #include "cache/verdict_cache.h"
+#include "engine/core/status.h"
 
 namespace shardproof::cli {
 

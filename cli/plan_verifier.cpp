@@ -8,9 +8,10 @@
 #include <sstream>
 
 #include "cache/cached_verify.h"
+#include "cli/daemon_backend.h"
 #include "cli/local_cache.h"
-#include "daemon/large_text.h"
-#include "daemon/plan_text.h"
+#include "engine/format/file_text.h"
+#include "engine/format/plan_text.h"
 
 namespace shardproof::cli {
 namespace {
@@ -29,32 +30,6 @@ Report verify_from_files(const std::string& path, const VerifyOptions& options) 
     r.error = std::string("unexpected exception: ") + e.what();
     return r;
   }
-}
-
-// The plan file's text; nullopt when it cannot be read (the engine then
-// reports why, from the file).
-std::optional<std::string> read_plan(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  // One read into the final string: plans run to megabytes, and a warm
-  // verify is otherwise little more than this.
-  std::string text;
-  uintmax_t size = std::filesystem::file_size(path, ec);
-  if (!ec && size > 0) {
-    daemon::reserve_large(text, size);
-    text.resize(size);
-    in.read(text.data(), static_cast<std::streamsize>(size));
-    text.resize(static_cast<size_t>(in.gcount()));
-  }
-  if (ec || in.bad()) {  // not a regular file (a pipe, /dev/stdin): stream it
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    text = buf.str();
-  }
-  if (in.bad()) return std::nullopt;
-  return text;
 }
 
 std::string plan_dir(const std::string& path) {
@@ -86,7 +61,7 @@ PlanVerifier::PlanVerifier(const VerifyArgs& args) : args_(args) {
 
 Report PlanVerifier::verify(const std::string& path, const VerifyOptions& options,
                             std::optional<std::string>* text_read) {
-  std::optional<std::string> original = read_plan(path);
+  std::optional<std::string> original = read_file_text(path);
   if (!original) {
     VerifyOptions plain = options;
     plain.progress = nullptr;
@@ -108,9 +83,9 @@ Report PlanVerifier::verify_text(const std::string& path, const std::string& ori
   // (without reading the plan twice: it may be a pipe).
   std::optional<std::string> inlined;
   const std::string* text = &original;
-  if (daemon::has_graph_references(original)) {
+  if (has_graph_references(original)) {
     std::string why;
-    inlined = daemon::inline_graph_references(original, plan_dir(path), &why);
+    inlined = inline_graph_references(original, plan_dir(path), &why);
     if (!inlined) return cache::verify_text(path, original, plain, plan_dir(path));
     text = &*inlined;
   }

@@ -17,6 +17,7 @@
 #include "cli/formats/report_formats.h"
 #include "cli/plan_verifier.h"
 #include "engine/report/report.h"
+#include "engine/report/report_codec.h"
 #include "engine/verifier.h"
 
 namespace shardproof::cli {

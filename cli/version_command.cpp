@@ -2,9 +2,8 @@
 // are part of every cached verdict's key, so bug reports need them).
 #include <iostream>
 
-#include <z3.h>
-
 #include "cli/commands.h"
+#include "engine/core/z3_version.h"
 
 namespace shardproof::cli {
 
@@ -13,10 +12,8 @@ CLI::App* add_version_command(CLI::App& app) {
 }
 
 int run_version() {
-  unsigned major = 0, minor = 0, build = 0, revision = 0;
-  Z3_get_version(&major, &minor, &build, &revision);
   std::cout << "shardproof " << SHARDPROOF_VERSION << "\n"
-            << "z3 " << major << "." << minor << "." << build << "\n";
+            << "z3 " << z3_version() << "\n";
   return kExitOk;
 }
 

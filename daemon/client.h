@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/status.h"
+#include "engine/core/status.h"
 
 namespace shardproof::daemon {
 

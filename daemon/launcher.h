@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
 #include "daemon/state_dir.h"
+#include "engine/core/status.h"
 
 namespace shardproof::daemon {
 

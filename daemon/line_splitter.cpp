@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "daemon/large_text.h"
+#include "engine/format/large_text.h"
 
 namespace shardproof::daemon {
 

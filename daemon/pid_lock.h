@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "cache/status.h"
+#include "engine/core/status.h"
 
 namespace shardproof::daemon {
 

@@ -6,8 +6,9 @@
 
 #include "cache/cached_verify.h"
 #include "daemon/build_id.h"
-#include "daemon/plan_text.h"
+#include "engine/format/plan_text.h"
 #include "engine/report/report.h"
+#include "engine/report/report_codec.h"
 
 namespace shardproof::daemon {
 

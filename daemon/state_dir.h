@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "cache/status.h"
+#include "engine/core/status.h"
 
 namespace shardproof::daemon {
 

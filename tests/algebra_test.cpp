@@ -2,8 +2,8 @@
 // function table, and the Z3 encoding with its side conditions.
 #include <gtest/gtest.h>
 
-#include "engine/ops/algebra.h"
 #include "engine/core/tensor.h"
+#include "engine/ops/algebra.h"
 
 namespace shardproof {
 namespace {

@@ -8,8 +8,8 @@
 #include <functional>
 #include <random>
 
-#include "engine/format/compact/compact_expand.h"
 #include "engine/classes/compact_explore.h"
+#include "engine/format/compact/compact_expand.h"
 #include "engine/format/plan_parser.h"
 #include "engine/verifier.h"
 #include "planner/planner.h"

@@ -1,4 +1,4 @@
-// Hand-written plans, written to the contract (/work/shared/plan-format-v1.md)
+// Hand-written plans, written to the contract (docs/plan-format-v1.md)
 // rather than to the engine: each realistic parallel pattern as a correct plan
 // (must be equivalent) next to buggy twins (must be not equivalent, with the
 // first finding naming the logical tensor where the bug first shows).

@@ -24,8 +24,8 @@
 
 #include "daemon/pid_lock.h"
 #include "daemon/protocol.h"
-#include "engine/stage/canonical.h"
 #include "engine/format/plan_parser.h"
+#include "engine/stage/canonical.h"
 #include "engine/stage/shape_reduction.h"
 #include "engine/stage/stage.h"
 #include "tests/cli_runner.h"

@@ -12,13 +12,13 @@
 #include <sstream>
 #include <thread>
 
-#include "cache/report_codec.h"
 #include "daemon/inflight_store.h"
 #include "daemon/line_splitter.h"
-#include "daemon/plan_text.h"
 #include "daemon/protocol.h"
 #include "daemon/state_dir.h"
 #include "engine/format/plan_parser.h"
+#include "engine/format/plan_text.h"
+#include "engine/report/report_codec.h"
 #include "engine/verifier.h"
 
 namespace shardproof::daemon {

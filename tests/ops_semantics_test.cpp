@@ -13,10 +13,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/core/tensor.h"
 #include "engine/ops/algebra.h"
 #include "engine/ops/op_def.h"
 #include "engine/ops/op_registry.h"
-#include "engine/core/tensor.h"
 
 namespace shardproof {
 namespace {

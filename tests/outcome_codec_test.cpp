@@ -11,13 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/stage/canonical.h"
 #include "engine/decide/outcome_codec.h"
+#include "engine/decide/stage_store.h"
 #include "engine/format/plan_parser.h"
+#include "engine/prove/stage_prover.h"
+#include "engine/stage/canonical.h"
 #include "engine/stage/shape_reduction.h"
 #include "engine/stage/stage.h"
-#include "engine/prove/stage_prover.h"
-#include "engine/decide/stage_store.h"
 
 namespace shardproof {
 namespace {

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <string>
 
-#include "engine/json/json_source.h"
 #include "engine/format/plan_parser.h"
+#include "engine/json/json_source.h"
 #include "planner/planner.h"
 
 namespace shardproof {

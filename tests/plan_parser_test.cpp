@@ -10,9 +10,9 @@
 #include <string>
 
 #include "engine/core/diagnostic.h"
+#include "engine/format/plan_parser.h"
 #include "engine/json/json_source.h"
 #include "engine/ops/op_registry.h"
-#include "engine/format/plan_parser.h"
 
 namespace shardproof {
 namespace {

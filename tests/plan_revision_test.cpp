@@ -13,11 +13,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/plan_memo.h"
 #include "engine/format/plan_outline.h"
 #include "engine/format/plan_parser.h"
 #include "engine/format/plan_revision.h"
+#include "engine/plan_memo.h"
 #include "engine/report/report.h"
+#include "engine/report/report_codec.h"
 #include "planner/planner.h"
 #include "tests/planner_support.h"
 

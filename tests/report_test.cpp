@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/report/report.h"
+#include "engine/report/report_codec.h"
 
 namespace shardproof {
 namespace {

@@ -6,8 +6,9 @@
 #include <map>
 #include <mutex>
 
-#include "engine/stage/canonical.h"
 #include "engine/format/plan_parser.h"
+#include "engine/report/report_codec.h"
+#include "engine/stage/canonical.h"
 #include "engine/stage/shape_reduction.h"
 #include "engine/stage/stage.h"
 #include "engine/stage/stage_memo.h"

@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/plan_text.h"
-#include "daemon/top_level_scan.h"
+#include "engine/format/plan_text.h"
+#include "engine/format/top_level_scan.h"
 
-namespace shardproof::daemon {
+namespace shardproof {
 namespace {
 
 using nlohmann::json;
@@ -150,4 +150,4 @@ TEST(TopLevelScan, AgreesWithTheParserOnRandomDocuments) {
 }
 
 }  // namespace
-}  // namespace shardproof::daemon
+}  // namespace shardproof

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "engine/format/file_text.h"
 #include "engine/json/json_source.h"
 
 namespace shardproof::cli {
@@ -51,17 +52,6 @@ GraphIndex index_graph(const Value& graph, std::string file) {
   return g;
 }
 
-std::optional<std::string> read_text(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return buf.str();
-}
-
 // The plan's two graphs, indexed; a graph that cannot be read or parsed has
 // an empty index (its findings then point at the plan).
 class PlanLocator {
@@ -94,10 +84,8 @@ class PlanLocator {
     if (!g->is(Value::Kind::String)) return index_graph(*g, path_);
     if (g->text.empty()) return {};
     std::string base = fs::path(path_).parent_path().string();
-    fs::path file = fs::path(g->text).is_absolute() || base.empty() ? fs::path(g->text)
-                                                                    : fs::path(base) / g->text;
-    std::string resolved = file.lexically_normal().string();
-    std::optional<std::string> text = read_text(resolved);
+    std::string resolved = resolve_graph_path(base, g->text);
+    std::optional<std::string> text = read_file_text(resolved);
     if (!text) return {};
     jsonsrc::ParseResult parsed = jsonsrc::parse(*text);
     if (!parsed.value) return {};

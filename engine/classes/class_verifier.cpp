@@ -8,11 +8,11 @@
 #include <set>
 #include <unordered_map>
 
-#include "engine/format/compact/compact_expand.h"
 #include "engine/classes/compact_explore.h"
 #include "engine/classes/compact_rules.h"
-#include "engine/stage/stage_memo.h"
 #include "engine/decide/stage_store.h"
+#include "engine/format/compact/compact_expand.h"
+#include "engine/stage/stage_memo.h"
 
 namespace shardproof {
 namespace {
@@ -336,7 +336,7 @@ class ClassRun {
     }
     StageRecord record;
     round_store_.take_hits();
-    Report r = verify_plan(sub, options_, record);
+    Report r = verify_expanded(sub, options_, &record);
     r.stats.cached -= round_store_.take_hits();  // decided in an earlier round
     std::vector<int> unit_of(sub.parallel.tensors.size(), -1);
     for (size_t u = 0; u < record.units.size(); ++u)

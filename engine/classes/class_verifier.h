@@ -15,8 +15,8 @@
 // its corners have. A box whose corners differ is split and explored again.
 #pragma once
 
+#include "engine/decide/plan_run.h"
 #include "engine/report/report.h"
-#include "engine/verifier.h"
 
 namespace shardproof {
 

@@ -64,21 +64,6 @@ struct Ref {
 
 }  // namespace
 
-Selection::Selection(const CompactGraph& g) {
-  for (const Program& p : g.programs) {
-    tensors.emplace_back(p.tensors.size());
-    produced.emplace_back(p.tensors.size());
-    ops.emplace_back(p.ops.size());
-  }
-}
-
-size_t Selection::op_count() const {
-  size_t n = 0;
-  for (const auto& p : ops)
-    for (const auto& s : p) n += s.size();
-  return n;
-}
-
 struct Explorer::Impl {
   const CompactGraph& g;
   const Mesh& m;
@@ -776,15 +761,6 @@ Explorer::~Explorer() {
 }
 AnchorRecord Explorer::explore(const Coord& anchor, Selection& selection, Selection& checked) {
   return impl_->explore(anchor, selection, checked);
-}
-int64_t Explorer::pack(const Coord& c) const {
-  return impl_->pack(c);
-}
-Coord Explorer::unpack(int64_t key) const {
-  const Mesh& m = impl_->m;
-  Coord c = m.coord(key / m.mb);
-  c[kMbAxis] = key % m.mb;
-  return c;
 }
 
 }  // namespace shardproof::compact

@@ -23,20 +23,9 @@
 #include <vector>
 
 #include "engine/format/compact/compact_graph.h"
+#include "engine/format/compact/selection.h"
 
 namespace shardproof::compact {
-
-// Instances chosen for writing, per template: packed coordinates
-// (Mesh-independent key: rank * mb_count + mb).
-struct Selection {
-  // [program][element]
-  std::vector<std::vector<std::unordered_set<int64_t>>> tensors, ops;
-  // Tensor instances the selection must treat as given (a stage's claimed
-  // inputs whose producers it does not hold).
-  std::vector<std::vector<std::unordered_set<int64_t>>> produced;
-  explicit Selection(const CompactGraph& g);
-  size_t op_count() const;
-};
 
 // Why the walk could not go on: the plan leaves the fragment the class
 // verifier handles (docs/soundness.md), or a reference does not resolve.
@@ -70,9 +59,6 @@ class Explorer {
   // record is kept as a hash), so every call must pass the same two
   // selections.
   AnchorRecord explore(const Coord& anchor, Selection& selection, Selection& checked);
-
-  int64_t pack(const Coord& c) const;
-  Coord unpack(int64_t key) const;
 
  private:
   struct Impl;

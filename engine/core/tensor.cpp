@@ -2,13 +2,6 @@
 
 namespace shardproof {
 
-std::vector<int64_t> strides_of(const Shape& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  return strides;
-}
-
 int64_t flat_index(const Shape& shape, const std::vector<int64_t>& index) {
   int64_t flat = 0;
   for (size_t i = 0; i < shape.size(); ++i) flat = flat * shape[i] + index[i];

@@ -10,8 +10,6 @@
 
 namespace shardproof {
 
-// Row-major strides of a shape.
-std::vector<int64_t> strides_of(const Shape& shape);
 // Flat offset of a multi-index; precondition: index within shape.
 int64_t flat_index(const Shape& shape, const std::vector<int64_t>& index);
 // Multi-index of a flat offset.

@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "engine/stage/stage.h"
 #include "engine/prove/stage_prover.h"
+#include "engine/stage/stage.h"
 
 namespace shardproof {
 

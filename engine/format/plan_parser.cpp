@@ -3,18 +3,16 @@
 // plan_validation_*.cpp.
 #include "engine/format/plan_parser.h"
 
-#include <cerrno>
-#include <cstring>
 #include <deque>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <vector>
 
 #include "engine/format/compact/compact_expand.h"
-#include "engine/json/json_source.h"
+#include "engine/format/file_text.h"
 #include "engine/format/v1/plan_validation.h"
+#include "engine/json/json_source.h"
 
 namespace shardproof {
 namespace {
@@ -31,32 +29,6 @@ constexpr const char* kCompactFormat = "shardproof-plan/1.1";
 struct IoFailure {
   std::string message;
 };
-
-std::optional<std::string> read_file(const std::string& path, std::string& error) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    error = "cannot read " + path + ": it is a directory";
-    return std::nullopt;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot read " + path + ": " + std::strerror(errno);
-    return std::nullopt;
-  }
-  // Straight into one string of the file's size: plans are tens of megabytes,
-  // and a string stream would grow and then copy them. The size is only a
-  // hint (a pipe has none, a file may grow); the loop reads to the end.
-  std::string text;
-  if (std::uintmax_t size = fs::file_size(path, ec); !ec) text.reserve(size);
-  std::vector<char> chunk(1 << 16);
-  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0)
-    text.append(chunk.data(), static_cast<size_t>(in.gcount()));
-  if (in.bad()) {
-    error = "cannot read " + path + ": read failed";
-    return std::nullopt;
-  }
-  return text;
-}
 
 class PlanReader {
  public:
@@ -155,16 +127,13 @@ class PlanReader {
       n.fail("type", key + ": expected a graph object or a path to a graph file, found " +
                          jsonsrc::describe(n.value()));
     if (n->text.empty()) n.fail("graph-ref", key + ": the graph file path is empty");
-    fs::path path = fs::path(n->text).is_absolute() || base_dir_.empty()
-                        ? fs::path(n->text)
-                        : fs::path(base_dir_) / n->text;
-    std::string resolved = path.lexically_normal().string();
+    std::string resolved = resolve_graph_path(base_dir_, n->text);
     std::error_code ec;
-    if (!fs::exists(path, ec) || fs::is_directory(path, ec))
+    if (!fs::exists(resolved, ec) || fs::is_directory(resolved, ec))
       n.fail("graph-ref",
              key + ": graph file \"" + n->text + "\" does not exist (looked for " + resolved + ")");
     std::string error;
-    std::optional<std::string> text = read_file(resolved, error);
+    std::optional<std::string> text = read_file_text(resolved, &error);
     if (!text) throw IoFailure{error};
     return parse_document(*text, resolved);
   }
@@ -180,7 +149,7 @@ class PlanReader {
 
 ParseResult parse_plan_file(const std::string& path, ParseOptions options) {
   std::string error;
-  std::optional<std::string> text = read_file(path, error);
+  std::optional<std::string> text = read_file_text(path, &error);
   if (!text) {
     ParseResult r;
     r.io_error = error;
@@ -206,47 +175,3 @@ ParseResult parse_plan_text(const std::string& text, const std::string& display_
 }
 
 }  // namespace shardproof
-
-namespace shardproof::compact {
-
-void check_selected(const Plan& plan, const Expansion& expansion) {
-  const std::string file = "<ops of " + plan.parallel.source_file + ">";
-  jsonsrc::ParseResult parsed = jsonsrc::parse(expansion.text);
-  if (parsed.error)
-    throw std::logic_error("the checked expansion is not JSON: " + parsed.error->message);
-  try {
-    Graph g;
-    plan_detail::read_graph(Node(*parsed.value, file), true, g);
-  } catch (const InvalidPlan& e) {
-    throw InvalidPlan{locate(plan.compact->graph, expansion, e.diag)};
-  }
-}
-
-Plan read_selected(const Plan& plan, Expansion& expansion) {
-  const CompactSource& source = *plan.compact;
-  Plan sub;
-  sub.format = plan.format;
-  sub.name = plan.name;
-  sub.meta_json = plan.meta_json;
-  sub.path = plan.path;
-  sub.logical = plan.logical;
-  const std::string file = "<part of the expansion of " + plan.parallel.source_file + ">";
-  jsonsrc::ParseResult parsed = jsonsrc::parse(expansion.text);
-  // The document holds its own copies: the text goes before the graph is
-  // built, the peak of a class verifier's batch.
-  std::string().swap(expansion.text);
-  if (parsed.error)
-    throw std::logic_error("the selected expansion is not JSON: " + parsed.error->message);
-  try {
-    Node root(*parsed.value, file);
-    plan_detail::GraphSyntax psyn = plan_detail::read_graph(root, true, sub.parallel);
-    plan_detail::check_lineage(sub.logical, source.logical_syntax, sub.parallel, psyn,
-                               plan_detail::LineageScope::Stages);
-  } catch (const InvalidPlan& e) {
-    throw InvalidPlan{locate(source.graph, expansion, e.diag)};
-  }
-  sub.parallel.source_file = plan.parallel.source_file;
-  return sub;
-}
-
-}  // namespace shardproof::compact

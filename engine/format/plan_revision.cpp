@@ -5,8 +5,8 @@
 #include <set>
 #include <string_view>
 
-#include "engine/json/json_source.h"
 #include "engine/format/v1/plan_validation.h"
+#include "engine/json/json_source.h"
 
 namespace shardproof {
 namespace {

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/ops/algebra.h"
 #include "engine/core/tensor.h"
+#include "engine/ops/algebra.h"
 
 namespace shardproof {
 

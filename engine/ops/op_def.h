@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/ops/algebra.h"
 #include "engine/core/attr.h"
 #include "engine/core/ir.h"
 #include "engine/core/tensor.h"
+#include "engine/ops/algebra.h"
 
 namespace shardproof {
 

@@ -8,8 +8,8 @@
 
 #include "engine/ops/algebra.h"
 #include "engine/prove/counterexample.h"
-#include "engine/stage/stage_claims.h"
 #include "engine/prove/stage_testing.h"
+#include "engine/stage/stage_claims.h"
 
 namespace shardproof {
 namespace {

@@ -72,7 +72,5 @@ std::string finding_to_text(const Finding& finding);
 // One finding on one line: kind, stage, logical tensor, elements (the first
 // few), parallel tensors, ops, then the finding's sentence.
 std::string finding_summary(const Finding& finding);
-// {"verdict", "findings", "stats", "plan", ...}: see docs/cli.md.
-nlohmann::json report_to_json(const Report& report);
 
 }  // namespace shardproof

@@ -1,10 +1,7 @@
 #include "engine/stage/canonical.h"
 
-#include <xxhash.h>
-#include <z3.h>
-
-#include <cstdio>
-
+#include "engine/core/digest.h"
+#include "engine/core/z3_version.h"
 #include "engine/ops/op_registry.h"
 
 namespace shardproof {
@@ -35,13 +32,6 @@ class Writer {
  private:
   std::string out_;
 };
-
-std::string z3_version() {
-  unsigned major, minor, build, revision;
-  Z3_get_version(&major, &minor, &build, &revision);
-  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(build) + "." +
-         std::to_string(revision);
-}
 
 }  // namespace
 
@@ -121,11 +111,7 @@ std::string canonical_bytes(const Stage& stage, bool with_full_size) {
 std::string verdict_key(const Stage& stage) {
   std::string bytes = canonical_bytes(stage, false);
   bytes += "|engine=" + std::to_string(kEngineVersion);
-  XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
-  char hex[33];
-  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return hex;
+  return xxh3_128_hex(bytes);
 }
 
 std::string stage_key(const Stage& stage) {
@@ -133,11 +119,7 @@ std::string stage_key(const Stage& stage) {
   bytes += "|engine=" + std::to_string(kEngineVersion);
   bytes += "|semantics=" + std::to_string(OpRegistry::kSemanticsVersion);
   bytes += "|z3=" + z3_version();
-  XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
-  char hex[33];
-  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return hex;
+  return xxh3_128_hex(bytes);
 }
 
 }  // namespace shardproof

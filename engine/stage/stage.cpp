@@ -1,8 +1,8 @@
 #include "engine/stage/stage.h"
 
 #include "engine/core/contraction.h"
-#include "engine/stage/demanded_region.h"
 #include "engine/core/parallel_for.h"
+#include "engine/stage/demanded_region.h"
 
 #include <algorithm>
 #include <functional>

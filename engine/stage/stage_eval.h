@@ -11,9 +11,9 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/core/tensor.h"
 #include "engine/ops/op_registry.h"
 #include "engine/stage/stage.h"
-#include "engine/core/tensor.h"
 
 namespace shardproof {
 

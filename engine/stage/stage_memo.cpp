@@ -2,8 +2,8 @@
 
 #include <xxhash.h>
 
-#include "engine/stage/canonical.h"
 #include "engine/ops/op_registry.h"
+#include "engine/stage/canonical.h"
 
 namespace shardproof {
 

@@ -17,7 +17,7 @@
 #include <unordered_map>
 
 #include "engine/stage/stage.h"
-#include "engine/decide/stage_store.h"
+#include "engine/stage/stage_identity.h"
 
 namespace shardproof {
 

@@ -11,9 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/classes/compact_explore.h"
-#include "engine/format/compact/compact_graph.h"
 #include "engine/core/diagnostic.h"
+#include "engine/format/compact/compact_graph.h"
+#include "engine/format/compact/selection.h"
 
 namespace shardproof::compact {
 

@@ -3,8 +3,8 @@
 #include <charconv>
 #include <functional>
 
-#include "engine/format/v1/plan_validation.h"
 #include "engine/core/rational.h"
+#include "engine/format/v1/plan_validation.h"
 
 namespace shardproof::plan_detail {
 namespace {

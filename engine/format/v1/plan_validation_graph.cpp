@@ -8,8 +8,8 @@
 #include <set>
 #include <unordered_map>
 
-#include "engine/ops/op_registry.h"
 #include "engine/format/v1/plan_validation.h"
+#include "engine/ops/op_registry.h"
 
 namespace shardproof::plan_detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "cache/report_codec.h"
+#include "engine/report/report_codec.h"
 
 namespace shardproof {
 namespace {
@@ -47,6 +47,63 @@ Stats stats_from_json(const json& j) {
 }
 
 }  // namespace
+
+nlohmann::json report_to_json(const Report& report) {
+  using nlohmann::json;
+  json j = json::object();
+  j["verdict"] = verdict_name(report.verdict);
+  j["plan"] = report.plan_path;
+  j["name"] = report.plan_name;
+  j["meta"] = report.meta.is_null() ? json::object() : report.meta;
+
+  json findings = json::array();
+  for (const Finding& f : report.findings) {
+    json elements = json::array();
+    for (const auto& e : f.elements) elements.push_back(e);
+    findings.push_back({{"kind", f.kind},
+                        {"stage", f.stage},
+                        {"tensor", f.tensor},
+                        {"parallel_tensors", f.parallel_tensors},
+                        {"elements", std::move(elements)},
+                        {"ops", f.ops},
+                        {"counterexample", f.counterexample},
+                        {"message", f.message}});
+  }
+  j["findings"] = std::move(findings);
+
+  j["stats"] = {{"stages", report.stats.stages},
+                {"unique_stages", report.stats.unique_stages},
+                {"solved", report.stats.solved},
+                {"cached", report.stats.cached},
+                {"reused", report.stats.reused},
+                {"proven_trivially", report.stats.proven_trivially},
+                {"logical_ops", report.stats.logical_ops},
+                {"parallel_ops", report.stats.parallel_ops},
+                {"class_anchors", report.stats.class_anchors},
+                {"seconds", report.stats.seconds},
+                {"phases",
+                 {{"parse", report.stats.phases.parse},
+                  {"cut", report.stats.phases.cut},
+                  {"key", report.stats.phases.key},
+                  {"decide", report.stats.phases.decide}}}};
+
+  if (report.verdict == Verdict::Invalid) {
+    json error = json::object();
+    if (report.invalid) {
+      const Diagnostic& d = *report.invalid;
+      error = {{"rule", d.rule}, {"file", d.file},     {"pointer", d.pointer},
+               {"line", d.line}, {"column", d.column}, {"message", d.message}};
+    } else {
+      // An Invalid report without a Diagnostic is an engine slip; still say why.
+      error = {{"rule", ""},  {"file", report.plan_path}, {"pointer", ""}, {"line", 0},
+               {"column", 0}, {"message", report.error}};
+    }
+    j["error"] = std::move(error);
+  } else if (report.verdict == Verdict::InternalError) {
+    j["error"] = {{"rule", "internal"}, {"file", report.plan_path}, {"message", report.error}};
+  }
+  return j;
+}
 
 std::optional<Report> report_from_json(const json& j) {
   try {

@@ -1,10 +1,10 @@
-#include "daemon/large_text.h"
+#include "engine/format/large_text.h"
 
 #include <sys/mman.h>
 
 #include <cstdint>
 
-namespace shardproof::daemon {
+namespace shardproof {
 
 void reserve_large(std::string& text, size_t size) {
   text.reserve(size);
@@ -20,4 +20,4 @@ void reserve_large(std::string& text, size_t size) {
 #endif
 }
 
-}  // namespace shardproof::daemon
+}  // namespace shardproof

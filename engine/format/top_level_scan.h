@@ -6,7 +6,7 @@
 #include <initializer_list>
 #include <string_view>
 
-namespace shardproof::daemon {
+namespace shardproof {
 
 // Whether `text` is a JSON object with a top-level member named one of
 // `keys` (escapes in member names are decoded) whose value is a string.
@@ -15,4 +15,4 @@ namespace shardproof::daemon {
 // with a parser. Trailing text after the top-level value is ignored.
 bool has_top_level_string(std::string_view text, std::initializer_list<std::string_view> keys);
 
-}  // namespace shardproof::daemon
+}  // namespace shardproof

@@ -6,10 +6,10 @@
 #include <cstddef>
 #include <string>
 
-namespace shardproof::daemon {
+namespace shardproof {
 
 // text.reserve(size), and the advice when `size` is large. Only advice: the
 // string is an ordinary std::string, freed as usual.
 void reserve_large(std::string& text, size_t size);
 
-}  // namespace shardproof::daemon
+}  // namespace shardproof

@@ -1,4 +1,4 @@
-#include "daemon/top_level_scan.h"
+#include "engine/format/top_level_scan.h"
 
 #include <bit>
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace shardproof::daemon {
+namespace shardproof {
 namespace {
 
 // Where the scanner is, byte by byte. Only depth 1 (the members of the
@@ -208,4 +208,4 @@ bool has_top_level_string(std::string_view text, std::initializer_list<std::stri
   return false;
 }
 
-}  // namespace shardproof::daemon
+}  // namespace shardproof

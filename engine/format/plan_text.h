@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace shardproof::daemon {
+namespace shardproof {
 
 // Whether the plan's top-level "logical" or "parallel" is a string (a graph
 // file reference). False for text that is not JSON at all (the parser will
@@ -21,4 +21,4 @@ bool has_graph_references(std::string_view text);
 std::optional<std::string> inline_graph_references(const std::string& text,
                                                    const std::string& base_dir, std::string* why);
 
-}  // namespace shardproof::daemon
+}  // namespace shardproof

@@ -1,6 +1,7 @@
 // A success-or-message result for operations that can fail for reasons a
 // user must read (a directory with the wrong owner, a store that cannot be
-// opened). Used by cache/ and daemon/ instead of exceptions across modules.
+// opened). Used by cache/, daemon/ and hooks/ instead of exceptions across
+// modules.
 #pragma once
 
 #include <string>

@@ -1,19 +1,15 @@
-#include "daemon/plan_text.h"
+#include "engine/format/plan_text.h"
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/top_level_scan.h"
+#include "engine/format/file_text.h"
+#include "engine/format/top_level_scan.h"
 #include "engine/json/json_source.h"
 
-namespace shardproof::daemon {
+namespace shardproof {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Streams the document and watches only the values of top-level keys.
 class GraphReferenceFinder : public nlohmann::json_sax<nlohmann::json> {
@@ -63,17 +59,6 @@ class GraphReferenceFinder : public nlohmann::json_sax<nlohmann::json> {
   bool graph_key_ = false;
 };
 
-std::optional<std::string> read_file(const fs::path& path, std::string* why) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream buf;
-  if (in) buf << in.rdbuf();
-  if (!in || in.bad()) {
-    *why = "cannot read " + path.string();
-    return std::nullopt;
-  }
-  return buf.str();
-}
-
 }  // namespace
 
 bool has_graph_references(std::string_view text) {
@@ -100,14 +85,12 @@ std::optional<std::string> inline_graph_references(const std::string& text,
     int i = plan.value->find(key);
     if (i < 0 || !plan.value->items[i].is(jsonsrc::Value::Kind::String)) continue;
     const std::string& ref = plan.value->items[i].text;
-    // As engine/format/plan_parser.cpp resolves it: relative to the plan's folder.
-    fs::path path =
-        fs::path(ref).is_absolute() || base_dir.empty() ? fs::path(ref) : fs::path(base_dir) / ref;
-    std::optional<std::string> graph_text = read_file(path.lexically_normal(), why);
+    const std::string path = resolve_graph_path(base_dir, ref);
+    std::optional<std::string> graph_text = read_file_text(path, why);
     if (!graph_text) return std::nullopt;
     jsonsrc::ParseResult& graph = graphs.emplace_back(jsonsrc::parse(*graph_text));
     if (!graph.value) {
-      *why = "graph file " + path.string() + " is not JSON";
+      *why = "graph file " + path + " is not JSON";
       return std::nullopt;
     }
     plan.value->items[i] = *graph.value;
@@ -115,4 +98,4 @@ std::optional<std::string> inline_graph_references(const std::string& text,
   return jsonsrc::serialize(*plan.value);
 }
 
-}  // namespace shardproof::daemon
+}  // namespace shardproof
