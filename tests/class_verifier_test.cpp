@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <random>
+#include <set>
 
 #include "engine/classes/compact_explore.h"
+#include "engine/decide/stage_store.h"
 #include "engine/format/compact/compact_expand.h"
 #include "engine/format/plan_parser.h"
 #include "engine/verifier.h"
@@ -123,6 +126,94 @@ TEST(ClassVerifier, SameVerdictAsTheExpansion) {
     EXPECT_EQ(a.verdict, Verdict::Equivalent) << testing::explain(a);
     EXPECT_EQ(b.verdict, Verdict::Equivalent) << dp << " " << tp << " " << pp << " " << mb << "\n"
                                               << testing::explain(b);
+  }
+}
+
+// The explorer's walk (classes/compact_explore.cpp) and the cut
+// (stage/stage.cpp) each say which ops a claim group's stage holds: the
+// walk picks what to write out, the cut builds stages from it. Should they
+// drift apart, a class would verify other stages than the expansion's. So
+// the distinct stages decided per class must be exactly those of the
+// expansion. Compared by verdict key (StageIdentity::verdict): a stage inside
+// a class differs from its corner's only in full-size positions, which the
+// verdict key leaves out (docs/soundness.md, "Coordinate classes").
+class KeyRecordingStore : public MemoryVerdictStore {
+ public:
+  std::optional<std::string> lookup(const StageIdentity& id) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      keys_.insert(id.verdict);
+    }
+    return MemoryVerdictStore::lookup(id);
+  }
+  std::set<std::string> keys() const { return keys_; }
+
+ private:
+  std::mutex mutex_;
+  std::set<std::string> keys_;
+};
+
+std::set<std::string> decided_stage_keys(const nlohmann::json& plan, ParseOptions::Compact mode) {
+  ParseResult r = parse_plan_text(plan.dump(1), "plan.json", "", ParseOptions{mode});
+  EXPECT_TRUE(r.plan.has_value());
+  if (!r.plan) return {};
+  KeyRecordingStore store;
+  VerifyOptions options;
+  options.jobs = 2;
+  options.store = &store;
+  Report report = verify_plan(*r.plan, options);
+  EXPECT_EQ(report.verdict, Verdict::Equivalent) << testing::explain(report);
+  return store.keys();
+}
+
+TEST(ClassVerifier, ClassesDecideExactlyTheExpansionsStages) {
+  std::vector<std::pair<std::string, planner::PlanConfig>> plans;
+  plans.emplace_back("mlp", mlp(2, 2, 2, 2, 2, "sgd"));
+  plans.emplace_back("mlp", mlp(3, 5, 2, 1, 6, "adam"));
+  planner::PlanConfig llama = testing::transformer_config(2, 3, 2, 2, 3);
+  llama.compact = true;
+  plans.emplace_back("llama3-tiny", llama);
+  for (const auto& [family, config] : plans) {
+    nlohmann::json plan = planner::generate_plan(family, config);
+    std::set<std::string> expanded = decided_stage_keys(plan, ParseOptions::Compact::Expand);
+    std::set<std::string> classes = decided_stage_keys(plan, ParseOptions::Compact::Classes);
+    EXPECT_FALSE(expanded.empty());
+    EXPECT_EQ(classes, expanded) << family << ": " << classes.size() << " verdict keys per class, "
+                                 << expanded.size() << " in the expansion";
+  }
+}
+
+// Coverage (rule 3) counts a part set only when the parallel outputs hold
+// every part: parts that intermediate tensors hold sum to nothing the plan
+// returns. Here only dp=0's accumulated part of `s` is an output (dp=1's is
+// computed and dropped, the all-reduce is gone): both paths must refuse it
+// (the class path used to count every output part as covering).
+TEST(ClassVerifier, APartSetThatOnlyIntermediatesCompleteCoversNothing) {
+  std::ifstream in(std::string(SHARDPROOF_SOURCE_DIR) + "/examples/compact-dp2-tp2-mb2.json");
+  nlohmann::json plan = nlohmann::json::parse(in);
+  nlohmann::json& program = plan["parallel"]["programs"][0];
+  nlohmann::json tensors = nlohmann::json::array(), ops = nlohmann::json::array();
+  for (nlohmann::json t : program["tensors"]) {
+    if (t["name"] == "dp{dp}.tp{tp}.s") continue;
+    if (t.value("when", "") == "mb == 1") {
+      nlohmann::json dropped = t;
+      t["when"] = "mb == 1 && dp == 0";
+      t["output"] = true;
+      dropped["when"] = "mb == 1 && dp >= 1";
+      tensors.push_back(dropped);
+    }
+    tensors.push_back(t);
+  }
+  for (const nlohmann::json& o : program["ops"])
+    if (o["op"] != "all_reduce") ops.push_back(o);
+  program["tensors"] = tensors;
+  program["ops"] = ops;
+  for (ParseOptions::Compact mode :
+       {ParseOptions::Compact::Expand, ParseOptions::Compact::Classes}) {
+    Report r = verify(plan, mode);
+    EXPECT_EQ(r.verdict, Verdict::Invalid) << testing::explain(r);
+    ASSERT_TRUE(r.invalid.has_value());
+    EXPECT_EQ(r.invalid->rule, "lineage-coverage") << r.invalid->message;
   }
 }
 

@@ -6,12 +6,17 @@
 #include <tuple>
 
 #include "engine/format/compact/compact_graph.h"
+#include "engine/format/v1/lineage_rules.h"
 
 namespace shardproof {
 namespace {
 
 using namespace compact;
+using plan_detail::ClaimFact;
+using plan_detail::CoverageHole;
 using plan_detail::InvalidPlan;
+using plan_detail::LineageRules;
+using plan_detail::MissingPart;
 
 // Enumerating more claim instances than this is left undecided.
 constexpr int64_t kMaxRuleInstances = 50'000'000;
@@ -81,9 +86,9 @@ class RuleCheck {
 
   // Throws InvalidPlan; false when the enumeration would be too large.
   bool run() {
-    std::map<std::tuple<std::string, SliceSpec, int64_t>, std::set<int64_t>> parts;
-    std::map<std::tuple<std::string, SliceSpec, int64_t>, const TensorTemplate*> part_owner;
-    std::map<std::string, std::vector<SliceSpec>> covered;
+    // Templates by index, for the plan-wide rules' origins.
+    std::vector<const TensorTemplate*> templates;
+    LineageRules rules;
     for (const Program& p : g_.programs)
       for (const TensorTemplate& t : p.tensors) {
         if (!t.of) {
@@ -97,6 +102,8 @@ class RuleCheck {
           continue;
         }
         if (!t.input && !t.output && !t.of->has_part) continue;
+        const size_t origin = templates.size();
+        templates.push_back(&t);
         bool ok = each_instance(p, t, [&](const Coord& c) {
           Claim claim = evaluate(t, c);
           const int logical = plan_.logical.find(claim.tensor);
@@ -106,44 +113,24 @@ class RuleCheck {
                                    "parallel input " + quoted(t) + " at (" +
                                        m_.describe(c, t.per_mb) + ") claims \"" + claim.tensor +
                                        "\", which is not an input of the logical graph");
-          if (claim.has_part) {
-            auto key = std::make_tuple(claim.tensor, claim.slice, claim.n);
-            parts[key].insert(claim.k);
-            part_owner.emplace(key, &t);
-          }
-          // A restricted claim (a partial sum) covers nothing.
-          if (t.output && !claim.has_part && t.of->over.empty())
-            covered[claim.tensor].push_back(claim.slice);
+          rules.add(ClaimFact{claim.tensor, claim.slice, claim.has_part, claim.k, claim.n,
+                              !t.of->over.empty(), t.output, origin});
         });
         if (!ok) return false;
       }
-    for (const auto& [key, ks] : parts) {
-      const auto& [tensor, slice, n] = key;
-      int64_t missing = 0;
-      while (ks.count(missing)) ++missing;
-      if (missing < n)
-        part_owner.at(key)->node.get("of")->fail(
-            "lineage-parts", "claims of " + tensor + " as " + std::to_string(n) +
-                                 " additive parts never claim part " + std::to_string(missing) +
-                                 "; a part set must be complete");
+    if (std::optional<MissingPart> m = rules.first_incomplete_part_set()) {
+      const auto& [tensor, slice, n] = m->set;
+      templates[m->origin]->node.get("of")->fail(
+          "lineage-parts", "claims of " + tensor + " as " + std::to_string(n) +
+                               " additive parts never claim part " + std::to_string(m->missing) +
+                               "; a part set must be complete");
     }
-    // Complete part sets of outputs cover their slice.
-    for (const Program& p : g_.programs)
-      for (const TensorTemplate& t : p.tensors)
-        if (t.output && t.of && t.of->has_part)
-          each_instance(p, t, [&](const Coord& c) {
-            Claim claim = evaluate(t, c);
-            covered[claim.tensor].push_back(claim.slice);
-          });
-    for (size_t i = 0; i < plan_.logical.outputs.size(); ++i) {
-      const TensorDecl& out = plan_.logical.tensors[plan_.logical.outputs[i]];
-      if (element_count(out.shape) == 0) continue;
-      if (std::optional<std::vector<int64_t>> hole =
-              plan_detail::first_uncovered(out.shape, covered[out.name]))
-        plan_.compact->logical_syntax.outputs->item(i).fail(
-            "lineage-coverage", "element " + shape_to_string(*hole) + " of logical output \"" +
-                                    out.name + "\" " + shape_to_string(out.shape) +
-                                    " is covered by no parallel output instance");
+    if (std::optional<CoverageHole> h = rules.first_coverage_hole(plan_.logical)) {
+      const TensorDecl& out = plan_.logical.tensors[plan_.logical.outputs[h->output]];
+      plan_.compact->logical_syntax.outputs->item(h->output).fail(
+          "lineage-coverage", "element " + shape_to_string(h->hole) + " of logical output \"" +
+                                  out.name + "\" " + shape_to_string(out.shape) +
+                                  " is covered by no parallel output instance");
     }
     return true;
   }

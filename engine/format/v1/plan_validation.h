@@ -122,9 +122,6 @@ enum class LineageScope { Plan, Stages };
 void check_lineage(const Graph& logical, const GraphSyntax& logical_syntax, Graph& parallel,
                    const GraphSyntax& parallel_syntax, LineageScope scope = LineageScope::Plan);
 
-// An element of `shape` that none of `boxes` holds (rule 3), or nothing.
-std::optional<std::vector<int64_t>> first_uncovered(const Shape& shape,
-                                                    const std::vector<SliceSpec>& boxes);
 // One map fn used with two arities anywhere in the plan is invalid.
 void check_map_arity(const std::vector<std::pair<const Graph*, const GraphSyntax*>>& graphs);
 

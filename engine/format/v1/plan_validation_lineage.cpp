@@ -1,11 +1,9 @@
 // Lineage ("of") of parallel tensors: structure, and the rules that tie the
 // parallel graph to the logical one (inputs, outputs, coverage, part sets).
 #include <algorithm>
-#include <map>
-#include <set>
-#include <tuple>
 
 #include "engine/core/contraction.h"
+#include "engine/format/v1/lineage_rules.h"
 #include "engine/format/v1/plan_validation.h"
 
 namespace shardproof::plan_detail {
@@ -14,8 +12,6 @@ namespace {
 std::string quoted(const std::string& s) {
   return "\"" + s + "\"";
 }
-
-using Box = SliceSpec;
 
 Shape extent(const SliceSpec& slice) {
   Shape s;
@@ -31,42 +27,6 @@ bool is_extent(const Shape& shape, const SliceSpec& slice) {
   return true;
 }
 
-// Every part set is named by (tensor, slice, n).
-using PartSetKey = std::tuple<std::string, SliceSpec, int64_t>;
-PartSetKey part_set_of(const Lineage& lin) {
-  return {lin.tensor, lin.slice, lin.part_n};
-}
-
-// Sweeps one dimension at a time over the boundaries of the boxes that
-// cover the prefix so far; returns an element no box covers.
-std::optional<std::vector<int64_t>> uncovered(const Shape& shape, const std::vector<Box>& boxes,
-                                              std::vector<int64_t>& prefix) {
-  size_t d = prefix.size();
-  if (d == shape.size()) {
-    if (boxes.empty()) return prefix;
-    return std::nullopt;
-  }
-  std::set<int64_t> cut_set = {0, shape[d]};
-  for (const Box& b : boxes)
-    for (int64_t c : {b[d].first, b[d].second}) cut_set.insert(c);
-  std::vector<int64_t> cuts(cut_set.begin(), cut_set.end());
-  // Each box goes to the segments it spans: near-linear for partitions.
-  std::vector<std::vector<Box>> spanning(cuts.size() - 1);
-  for (const Box& b : boxes) {
-    size_t first = std::lower_bound(cuts.begin(), cuts.end(), b[d].first) - cuts.begin();
-    size_t last = std::lower_bound(cuts.begin(), cuts.end(), b[d].second) - cuts.begin();
-    for (size_t s = first; s < last; ++s) spanning[s].push_back(b);
-  }
-  for (size_t s = 0; s + 1 < cuts.size(); ++s) {
-    if (cuts[s] >= shape[d]) break;
-    prefix.push_back(cuts[s]);
-    if (std::optional<std::vector<int64_t>> hole = uncovered(shape, spanning[s], prefix))
-      return hole;
-    prefix.pop_back();
-  }
-  return std::nullopt;
-}
-
 class LineageChecker {
  public:
   LineageChecker(const Graph& logical, const GraphSyntax& lsyn, Graph& par, const GraphSyntax& psyn,
@@ -79,8 +39,9 @@ class LineageChecker {
     if (scope_ == LineageScope::Stages) return check_claimed_inputs();
     check_inputs();
     check_outputs();
-    check_part_sets();
-    check_coverage();
+    const LineageRules rules = plan_wide_rules();
+    check_part_sets(rules);
+    check_coverage(rules);
   }
 
  private:
@@ -261,70 +222,50 @@ class LineageChecker {
             "parallel output " + quoted(pg_.tensors[t].name) + " has no lineage (\"of\")");
   }
 
+  // The plan-wide rules (lineage_rules.h) over every claim: part sets in
+  // tensor order (a broken set is reported at its first claim), plain
+  // claims of outputs in output order (as the coverage message lists them).
+  LineageRules plan_wide_rules() const {
+    LineageRules rules;
+    std::vector<bool> is_output(pg_.tensors.size(), false);
+    for (int t : pg_.outputs) is_output[t] = true;
+    auto fact = [&](size_t t) {
+      const Lineage& lin = *pg_.tensors[t].of;
+      return ClaimFact{lin.tensor, lin.slice,         lin.has_part, lin.part_k,
+                       lin.part_n, !lin.over.empty(), is_output[t], t};
+    };
+    for (size_t t = 0; t < pg_.tensors.size(); ++t)
+      if (pg_.tensors[t].of && pg_.tensors[t].of->has_part) rules.add(fact(t));
+    for (int t : pg_.outputs)
+      if (!pg_.tensors[t].of->has_part) rules.add(fact(static_cast<size_t>(t)));
+    return rules;
+  }
+
   // Project rule: a part set that appears anywhere is complete (0..n-1).
-  void check_part_sets() {
-    std::map<PartSetKey, std::vector<bool>> claimed;
-    for (const TensorDecl& t : pg_.tensors) {
-      if (!t.of || !t.of->has_part) continue;
-      std::vector<bool>& ks = claimed[part_set_of(*t.of)];
-      // n may be huge; only claimed ks are stored beyond what exists.
-      if (ks.size() < static_cast<size_t>(std::min<int64_t>(t.of->part_n, 1 << 20)))
-        ks.resize(static_cast<size_t>(std::min<int64_t>(t.of->part_n, 1 << 20)), false);
-      if (t.of->part_k < static_cast<int64_t>(ks.size())) ks[t.of->part_k] = true;
-    }
-    for (size_t t = 0; t < pg_.tensors.size(); ++t) {
-      const std::optional<Lineage>& of = pg_.tensors[t].of;
-      if (!of || !of->has_part) continue;
-      const std::vector<bool>& ks = claimed[part_set_of(*of)];
-      int64_t missing = 0;
-      while (missing < static_cast<int64_t>(ks.size()) && ks[missing]) ++missing;
-      if (missing < of->part_n) {
-        Lineage m = *of;
-        m.part_k = missing;
-        psyn_.of_nodes[t]->get("part")->fail(
-            "lineage-parts", quoted(pg_.tensors[t].name) + " claims " + claim_text(*of) +
-                                 ", but no parallel tensor claims " + claim_text(m) +
-                                 "; a part set must be complete (parts 0.." +
-                                 std::to_string(of->part_n - 1) + ")");
-      }
-    }
+  void check_part_sets(const LineageRules& rules) {
+    std::optional<MissingPart> m = rules.first_incomplete_part_set();
+    if (!m) return;
+    const Lineage& of = *pg_.tensors[m->origin].of;
+    Lineage missing = of;
+    missing.part_k = m->missing;
+    psyn_.of_nodes[m->origin]->get("part")->fail(
+        "lineage-parts", quoted(pg_.tensors[m->origin].name) + " claims " + claim_text(of) +
+                             ", but no parallel tensor claims " + claim_text(missing) +
+                             "; a part set must be complete (parts 0.." +
+                             std::to_string(of.part_n - 1) + ")");
   }
 
   // Rule 3: the parallel outputs cover every element of every logical output.
-  void check_coverage() {
-    // The parallel outputs claiming each logical tensor, in output order
-    // (check_outputs has made sure each has a claim).
-    std::vector<std::vector<int>> claims(lg_.tensors.size());
-    for (int t : pg_.outputs) claims[pg_.tensors[t].of->logical].push_back(t);
-    for (size_t i = 0; i < lg_.outputs.size(); ++i) {
-      const TensorDecl& out = lg_.tensors[lg_.outputs[i]];
-      if (element_count(out.shape) == 0) continue;
-      std::vector<Box> boxes = covering_boxes(claims[lg_.outputs[i]]);
-      if (std::optional<std::vector<int64_t>> hole = first_uncovered(out.shape, boxes))
-        lsyn_.outputs->item(i).fail("lineage-coverage", coverage_message(out, *hole, boxes));
-    }
-  }
-
-  // Plain claims of parallel outputs, and slices whose part sets the
-  // parallel outputs hold completely; `claimants` claim one logical tensor.
-  std::vector<Box> covering_boxes(const std::vector<int>& claimants) const {
-    std::vector<Box> boxes;
-    std::map<PartSetKey, std::set<int64_t>> parts;
-    for (int t : claimants) {
-      const Lineage& lin = *pg_.tensors[t].of;
-      if (!lin.over.empty()) continue;  // a partial sum covers nothing
-      if (!lin.has_part)
-        boxes.push_back(lin.slice);
-      else
-        parts[part_set_of(lin)].insert(lin.part_k);
-    }
-    for (const auto& [key, ks] : parts)
-      if (static_cast<int64_t>(ks.size()) == std::get<2>(key)) boxes.push_back(std::get<1>(key));
-    return boxes;
+  void check_coverage(const LineageRules& rules) {
+    std::optional<CoverageHole> h = rules.first_coverage_hole(lg_);
+    if (!h) return;
+    const TensorDecl& out = lg_.tensors[lg_.outputs[h->output]];
+    lsyn_.outputs->item(h->output).fail("lineage-coverage",
+                                        coverage_message(out, h->hole, h->covered));
   }
 
   std::string coverage_message(const TensorDecl& out, const std::vector<int64_t>& hole,
-                               const std::vector<Box>& boxes) const {
+                               const std::vector<SliceSpec>& boxes) const {
     std::string s = "element " + shape_to_string(hole) + " of logical output " + quoted(out.name) +
                     " " + shape_to_string(out.shape) +
                     " is covered by no parallel output (plain slices, or complete part sets "
@@ -348,12 +289,6 @@ class LineageChecker {
 };
 
 }  // namespace
-
-std::optional<std::vector<int64_t>> first_uncovered(const Shape& shape,
-                                                    const std::vector<SliceSpec>& boxes) {
-  std::vector<int64_t> prefix;
-  return uncovered(shape, boxes, prefix);
-}
 
 void check_lineage(const Graph& logical, const GraphSyntax& logical_syntax, Graph& parallel,
                    const GraphSyntax& parallel_syntax, LineageScope scope) {
