@@ -20,6 +20,8 @@ class Ref:
 class TensorMeta:
     shape: List[int]
     dtype: str  # plan dtype name: f32 f16 bf16 f64 i32 i64 bool
+    # row-major in memory from offset 0 (as_strided reads memory order); None: unknown
+    contiguous: Optional[bool] = None
 
 
 @dataclass
@@ -52,8 +54,8 @@ class Trace:
     groups: List[Dict[str, Any]] = field(default_factory=list)
     # rank-specific facts the program read: the coordinates of these axes
     read_axes: List[str] = field(default_factory=list)
-    # layout of each parameter/buffer, in this rank's program (see lineage.py)
-    layouts: Dict[str, Any] = field(default_factory=dict)
+    # what the traced function returned (trace_function only)
+    results: List[Ref] = field(default_factory=list)
 
     def node(self, ref: Ref) -> Node:
         return self.nodes[ref.node]

@@ -8,6 +8,12 @@ from ..trace import Ref, Trace
 from .numbers import exact
 
 RULES: Dict[str, Callable] = {}
+# Ops that read only the shape of their tensor arguments: their inputs are not live
+# through them (aten.fill on an empty_like is a constant, not a read of memory).
+SHAPE_ONLY = {"aten.fill.Scalar", "aten.zeros_like.default", "aten.ones_like.default",
+              "aten.full_like.default", "aten.new_zeros.default", "aten.new_ones.default",
+              "aten.new_full.default", "aten.new_empty.default", "aten.empty_like.default",
+              "aten.new_empty_strided.default"}
 
 REAL = {"f32", "f16", "bf16", "f64"}
 INT = {"i32", "i64"}
@@ -150,17 +156,20 @@ class Lowerer:
     # ---- emitting ops
 
     def _name(self, base=None):
-        base = base or self.node.op.split(".")[1]
+        base = base or (self.node.op.split(".")[1] if self.node else "t")
         return self.b.fresh(f"{self.prefix}{base}")
 
     def emit(self, op, ins, shape, dtype, attrs=None, base=None):
         out = self.b.declare(self._name(base), shape, dtype, rank=self.rank)
-        self.b.add_op(op, [v.name for v in ins], [out.name], attrs, self.node.src, self.rank)
+        self.b.add_op(op, [v.name for v in ins], [out.name], attrs, self._src(), self.rank)
         return out
+
+    def _src(self):
+        return self.node.src if self.node else None
 
     def emit_multi(self, op, ins, metas, attrs=None, base=None):
         outs = [self.b.declare(self._name(base), s, d, rank=self.rank) for s, d in metas]
-        self.b.add_op(op, [v.name for v in ins], [o.name for o in outs], attrs, self.node.src,
+        self.b.add_op(op, [v.name for v in ins], [o.name for o in outs], attrs, self._src(),
                       self.rank)
         return outs
 
@@ -248,6 +257,8 @@ class Lowerer:
                 continue
             live.add(i)
             node = self.trace.nodes[i]
+            if node.op in SHAPE_ONLY:
+                continue
             for a in _refs(node.args) + _refs(list(node.kwargs.values())):
                 stack.append(a.node)
         return live
@@ -267,12 +278,21 @@ class Lowerer:
                 raise error_at(node.src, "unsupported-op",
                                f"no lowering for ATen op {node.op} (docs/torch-harness.md lists "
                                "the supported ops)")
-            result = fn(self, *[self.value(a) for a in node.args],
-                        **{k: self.value(v) for k, v in node.kwargs.items()})
+            value = self.value if node.op not in SHAPE_ONLY else _drop_refs
+            result = fn(self, *[value(a) for a in node.args],
+                        **{k: value(v) for k, v in node.kwargs.items()})
             results = result if isinstance(result, (list, tuple)) else [result]
             for i, r in enumerate(results):
                 self.env[Ref(node.id, i)] = r
         self.node = None
+
+
+def _drop_refs(a):
+    if isinstance(a, Ref):
+        return None
+    if isinstance(a, list):
+        return [_drop_refs(x) for x in a]
+    return a
 
 
 def _refs(args):

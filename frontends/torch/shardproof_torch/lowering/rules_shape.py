@@ -203,3 +203,82 @@ def arange(L, *args, **kwargs):
     if start != 0:
         v = L.binary("add", v, start, out.dtype, out.shape)
     return v
+
+
+@rule("shardproof.constant")
+def constant(L, value):
+    out = L.out_meta()
+    return L.const(value, out.shape, out.dtype)
+
+
+@rule("aten.slice_scatter.default")
+def slice_scatter(L, base, src, dim=0, start=None, end=None, step=1):
+    """base with base[start:end] along dim replaced by src: a concat of three pieces."""
+    dim %= len(base.shape)
+    n = base.shape[dim]
+    start = 0 if start is None else (start + n if start < 0 else start)
+    end = n if end is None else min(n, end + n if end < 0 else end)
+    if step != 1:
+        raise L.unsupported(f"slice_scatter with step {step}")
+    src = L.cast(src, base.dtype)
+    pieces = []
+    if start > 0:
+        pieces.append(slice_(L, base, dim, 0, start))
+    pieces.append(src)
+    if end < n:
+        pieces.append(slice_(L, base, dim, end, n))
+    if len(pieces) == 1:
+        return src
+    return L.emit("concat", pieces, base.shape, base.dtype, {"dim": dim})
+
+
+@rule("aten.select_scatter.default")
+def select_scatter(L, base, src, dim, index):
+    dim %= len(base.shape)
+    index %= base.shape[dim]
+    shape = list(base.shape)
+    shape[dim] = 1
+    return slice_scatter(L, base, L.reshape(src, shape), dim, index, index + 1)
+
+
+def _row_major(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return list(reversed(strides))
+
+
+@rule("aten.as_strided.default")
+def as_strided(L, x, size, stride, storage_offset=0):
+    """Only the form functionalization writes for a plain reshape: row-major strides over
+    an input that is itself row-major in memory from offset 0."""
+    src_meta = L.trace.meta(L.node.args[0])
+    n_in = 1
+    for s in x.shape:
+        n_in *= s
+    n_out = 1
+    for s in size:
+        n_out *= s
+    if (storage_offset or 0) == 0 and list(stride) == _row_major(list(size)) and \
+            n_in == n_out and src_meta.contiguous:
+        return L.reshape(x, list(size))
+    raise L.unsupported(f"as_strided with size {size}, stride {stride}, offset "
+                        f"{storage_offset} (only a row-major reshape of a contiguous tensor)")
+
+
+@rule("aten.as_strided_scatter.default")
+def as_strided_scatter(L, base, src, size, stride, storage_offset=0):
+    """Only the whole-tensor form: src written over all of a row-major base."""
+    base_meta = L.trace.meta(L.node.args[0])
+    n_base = 1
+    for s in base.shape:
+        n_base *= s
+    n_src = 1
+    for s in size:
+        n_src *= s
+    if (storage_offset or 0) == 0 and list(stride) == _row_major(list(size)) and \
+            n_base == n_src and base_meta.contiguous:
+        return L.reshape(L.cast(src, base.dtype), base.shape)
+    raise L.unsupported(f"as_strided_scatter with size {size}, stride {stride}, offset "
+                        f"{storage_offset} (only a whole row-major tensor)")

@@ -181,16 +181,46 @@ def _convert_arg(a, refs):
     return repr(a)
 
 
-def _metas(val, src):
-    vals = val if isinstance(val, (list, tuple)) else [val]
-    out = []
-    for v in vals:
-        if isinstance(v, torch.Tensor):
-            # an unsupported dtype is an error only where the lowering meets it (live ops)
-            out.append(TensorMeta(list(v.shape), DTYPES.get(v.dtype, f"unsupported:{v.dtype}")))
-        else:
-            out.append(None)
-    return out
+def _meta_of(v):
+    """TensorMeta of a FakeTensor (meta "val") or TensorMetadata (meta "tensor_meta")."""
+    if v is None or not hasattr(v, "shape") or not hasattr(v, "dtype"):
+        return None
+    # an unsupported dtype is an error only where the lowering meets it (live ops)
+    contiguous = None
+    if isinstance(v, torch.Tensor):
+        contiguous = v.is_contiguous() and v.storage_offset() == 0
+    elif hasattr(v, "stride"):
+        contiguous = tuple(v.stride) == _row_major(list(v.shape))
+    return TensorMeta(list(v.shape), DTYPES.get(v.dtype, f"unsupported:{v.dtype}"), contiguous)
+
+
+def _row_major(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _metas(n):
+    val = n.meta.get("val", n.meta.get("tensor_meta"))
+    vals = val if isinstance(val, (list, tuple)) and not hasattr(val, "shape") else [val]
+    return [_meta_of(v) for v in vals]
+
+
+def _constant_value(t, src):
+    """A tensor constant of the program: the plan's const holds one value, so only
+    constants whose elements are all equal are supported."""
+    if isinstance(t, fake_mod.FakeTensor):
+        t = getattr(t, "constant", None)
+    if isinstance(t, torch.Tensor) and t.numel() > 0:
+        flat = t.reshape(-1)
+        first = flat[0].item()
+        if bool((flat == flat[0]).all()):
+            return first
+    raise CaptureError("constant-tensor", "a tensor constant with differing elements (e.g. "
+                       "torch.tensor([...]) inside the step) cannot be written as a plan const; "
+                       "pass it in the batch", src and src["file"], src and src["line"])
 
 
 def to_trace(gm, names, kinds):
@@ -202,7 +232,7 @@ def to_trace(gm, names, kinds):
         if n.op == "placeholder":
             i = len(placeholders)
             placeholders.append(n)
-            node = Node(len(trace.nodes), "input", [], {}, _metas(n.meta.get("val"), src), src)
+            node = Node(len(trace.nodes), "input", [], {}, _metas(n), src)
             trace.nodes.append(node)
             trace.inputs.append(Input(node.id, kinds[i], names[i]))
             refs[n] = Ref(node.id)
@@ -210,6 +240,11 @@ def to_trace(gm, names, kinds):
             if n.target is operator.getitem:
                 base, index = n.args
                 refs[n] = Ref(refs[base].node, index)
+                outs = trace.nodes[refs[base].node].outs
+                while len(outs) <= index:
+                    outs.append(None)
+                if outs[index] is None:  # real mode: only the getitem node has the meta
+                    outs[index] = _meta_of(n.meta.get("val", n.meta.get("tensor_meta")))
                 continue
             op = str(n.target)
             if op == "aten.copy_.default" and n.args[0] in placeholders:
@@ -223,16 +258,35 @@ def to_trace(gm, names, kinds):
                                        src and src["file"], src and src["line"])
             args = [_convert_arg(a, refs) for a in n.args]
             kwargs = {k: _convert_arg(v, refs) for k, v in n.kwargs.items()}
-            node = Node(len(trace.nodes), op, args, kwargs, _metas(n.meta.get("val"), src), src)
+            node = Node(len(trace.nodes), op, args, kwargs, _metas(n), src)
             trace.nodes.append(node)
             refs[n] = Ref(node.id)
             if op == "shardproof.mark_grad.default":
                 trace.grads[names[args[1]]] = Ref(node.id)
+        elif n.op == "get_attr":
+            tensor = getattr(gm, n.target)
+            value = _constant_value(tensor, src)
+            node = Node(len(trace.nodes), "shardproof.constant", [value], {}, [_meta_of(tensor)],
+                        src)
+            trace.nodes.append(node)
+            refs[n] = Ref(node.id)
         elif n.op == "output":
-            pass
+            outs = n.args[0] if isinstance(n.args[0], (list, tuple)) else [n.args[0]]
+            trace.results = [refs[o] for o in outs if isinstance(o, torch.fx.Node)]
         else:
             raise CaptureError("capture", f"unexpected graph node {n.op} {n.target}")
     for i, n in enumerate(placeholders):
         if kinds[i] == "param" and names[i] not in trace.updated:
             trace.updated[names[i]] = refs[n]
     return trace
+
+
+def trace_function(fn, inputs):
+    """Traces fn(*inputs) on real tensors (both passes) for fidelity tests: inputs are
+    batch inputs named in0, in1, ...; trace.results are fn's returned tensors."""
+    ops()
+    with recording_sources():
+        g1 = make_fx(fn)(*inputs)
+        g2 = make_fx(functionalize(_SourceInterpreter(g1).run))(*[i.detach() for i in inputs])
+    names = [f"in{i}" for i in range(len(inputs))]
+    return to_trace(g2, names, ["batch"] * len(inputs))
