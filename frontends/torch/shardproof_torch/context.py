@@ -47,6 +47,18 @@ class Group:
     def __repr__(self):
         return f"<shardproof group {self.descriptor()}>"
 
+    def __getattr__(self, name):
+        # ProcessGroup methods (allreduce, broadcast, ...) bypass torch.distributed's API
+        if name.startswith("__"):
+            raise AttributeError(name)
+        from .errors import CaptureError
+        from .tracer_torch1.source import user_src
+        src = user_src(2)
+        raise CaptureError("collective-bypass", f"process group method `{name}` called "
+                           "directly: collectives must go through torch.distributed "
+                           "(all_reduce, all_gather, ...)", src and src["file"],
+                           src and src["line"])
+
 
 class LoggedCoords(dict):
     def __init__(self, coords, log):

@@ -13,7 +13,9 @@ RULES: Dict[str, Callable] = {}
 SHAPE_ONLY = {"aten.fill.Scalar", "aten.zeros_like.default", "aten.ones_like.default",
               "aten.full_like.default", "aten.new_zeros.default", "aten.new_ones.default",
               "aten.new_full.default", "aten.new_empty.default", "aten.empty_like.default",
-              "aten.new_empty_strided.default"}
+              "aten.new_empty_strided.default", "aten.bernoulli.p", "aten.bernoulli.default",
+              "aten.bernoulli.Tensor", "aten.bernoulli_.float", "aten.uniform.default",
+              "aten.normal.default"}
 
 REAL = {"f32", "f16", "bf16", "f64"}
 INT = {"i32", "i64"}

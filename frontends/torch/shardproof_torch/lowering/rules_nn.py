@@ -137,13 +137,14 @@ def native_dropout(L, x, p, train):
     return [x, L.const(True, x.shape, "bool")]
 
 
-@rule("aten.bernoulli.p", "aten.bernoulli_.float", "aten.bernoulli.default",
+@rule("aten.bernoulli.p", "aten.bernoulli_.float", "aten.bernoulli.default", "aten.bernoulli.Tensor",
+      "aten.normal.default",
       "aten.rand.default", "aten.randn.default", "aten.rand_like.default",
       "aten.randn_like.default", "aten.randint.low", "aten.randint.default",
       "aten.uniform_.default", "aten.normal_.default", "aten.uniform.default")
 def random(L, *args, **kwargs):
     raise L.error("random", f"{L.node.op}: random values inside the step cannot be verified "
-                  "(dropout with p > 0?)")
+                  "(dropout with p > 0? set p=0 or use eval mode)")
 
 
 def _band(L, x, diagonal, lower):

@@ -94,7 +94,8 @@ def translate_error(e, harness_file):
     from ..errors import relpath
     file, line = (relpath(where[0]), where[1]) if where else (harness_file, 1)
     text = str(e).split("\n")[0]
-    if isinstance(e, fake_mod.DataDependentOutputException) or "_local_scalar_dense" in text:
+    if isinstance(e, fake_mod.DataDependentOutputException) or "_local_scalar_dense" in text \
+            or "get value out of a tracing tensor" in text:
         return CaptureError("data-dependent", "Python control flow or .item() on a tensor's "
                             "value cannot be captured (values are symbolic); use torch.where or "
                             "torch.clamp", file, line)
