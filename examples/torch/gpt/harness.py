@@ -11,7 +11,10 @@ from megatron_layers import bug, ddp_finalize  # noqa: E402
 from model import GPT  # noqa: E402
 
 MESH = {"dp": 2, "tp": 2}
-VOCAB, HIDDEN, HEADS, FFN, SEQ, BATCH = 16, 8, 2, 16, 4, 4
+# Small by default (fast proofs); GPT_SIZE=large gives production sizes, which capture
+# handles without their memory (fake tensors). GPT_LAYERS stacks layers.
+SIZES = {"small": (16, 8, 2, 16, 4, 4), "large": (32768, 4096, 32, 16384, 2048, 16)}
+VOCAB, HIDDEN, HEADS, FFN, SEQ, BATCH = SIZES[os.environ.get("GPT_SIZE", "small")]
 LAYERS = int(os.environ.get("GPT_LAYERS", "1"))
 
 

@@ -38,8 +38,14 @@ class Capture:
         self.stats = {}
 
     def run(self):
-        t0 = time.time()
         h = harness_mod.load(self.path)  # first: a harness that imports torch names its line
+        try:
+            return self._run(h)
+        finally:
+            harness_mod.unload(h)
+
+    def _run(self, h):
+        t0 = time.time()
         tracer = _tracer()
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode

@@ -64,6 +64,7 @@ def load(path):
     except SyntaxError as e:
         raise CaptureError("harness-syntax", f"not valid Python: {e.msg}", relpath(path), e.lineno)
     sys.path.insert(0, os.path.dirname(path))
+    before = set(sys.modules)
     name = "shardproof_harness_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -71,19 +72,47 @@ def load(path):
     try:
         spec.loader.exec_module(module)
     except CaptureError:
+        _forget(before, path)
         raise
     except ImportError as e:
+        _forget(before, path)
         file, line = user_frame_of(e.__traceback__, path)
         missing = getattr(e, "name", None) or str(e)
         rule = "torch-missing" if missing and missing.split(".")[0] == "torch" else "harness-import"
         raise CaptureError(rule, f"importing the harness failed: {e}", file, line)
     except Exception as e:
+        _forget(before, path)
         file, line = user_frame_of(e.__traceback__, path)
         raise CaptureError("harness-import", f"importing the harness raised {type(e).__name__}: {e}",
                            file, line)
     h = Harness(path, module, def_lines)
+    h.own_modules = [m for m in set(sys.modules) - before
+                     if _is_user_module(sys.modules.get(m))]
     validate(h)
     return h
+
+
+def _is_user_module(m):
+    from .tracer_torch1.source import is_user_file
+    return m is not None and is_user_file(getattr(m, "__file__", None) or "")
+
+
+def unload(h):
+    """Forgets the harness and the user modules it imported, so that another harness in the
+    same process (tests) imports its own `model.py`."""
+    for m in getattr(h, "own_modules", []):
+        sys.modules.pop(m, None)
+    d = os.path.dirname(h.path)
+    if d in sys.path:
+        sys.path.remove(d)
+
+
+def _forget(before, path):
+    for m in set(sys.modules) - before:
+        if _is_user_module(sys.modules.get(m)):
+            sys.modules.pop(m, None)
+    if os.path.dirname(path) in sys.path:
+        sys.path.remove(os.path.dirname(path))
 
 
 def validate(h):

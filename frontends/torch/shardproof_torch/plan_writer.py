@@ -223,6 +223,7 @@ def match_collectives(pending_by_rank, group_ranks_of, b: GraphBuilder):
 def claim_scaled_reductions(b: GraphBuilder):
     """--emit scale: an all-reduce whose output is only divided by c into a claimed tensor
     (DDP averaging) claims `c x` that tensor's lineage."""
+    b.apply_renames()
     producer = {}
     for op in b.ops:
         for o in op["out"]:

@@ -93,6 +93,15 @@ class GraphBuilder:
         self._renames[old] = new
 
     def graph(self, world=None):
+        self.apply_renames()
+        g = {}
+        if world is not None:
+            g["world"] = world
+        g.update({"tensors": self.tensors, "inputs": self.inputs, "ops": self.ops,
+                  "outputs": self.outputs})
+        return g
+
+    def apply_renames(self):
         if self._renames:
             r = self._renames
             for op in self.ops:
@@ -101,12 +110,6 @@ class GraphBuilder:
             self.inputs = [r.get(n, n) for n in self.inputs]
             self.outputs = [r.get(n, n) for n in self.outputs]
             self._renames = {}
-        g = {}
-        if world is not None:
-            g["world"] = world
-        g.update({"tensors": self.tensors, "inputs": self.inputs, "ops": self.ops,
-                  "outputs": self.outputs})
-        return g
 
 
 @dataclass
