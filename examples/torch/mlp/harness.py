@@ -11,7 +11,7 @@ from megatron_layers import ddp_finalize  # noqa: E402
 from model import MLP  # noqa: E402
 
 MESH = {"dp": 2, "tp": 2}
-HIDDEN, FFN, TOKENS = 8, 16, 8
+HIDDEN, FFN, TOKENS = (int(v) for v in os.environ.get("MLP_SIZES", "8,16,8").split(","))
 
 
 def build_logical():

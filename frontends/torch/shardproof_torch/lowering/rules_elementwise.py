@@ -175,7 +175,7 @@ def logical_or(L, a, b):
     return L.emit("where", [a, L.tensor(True, "bool"), b], shape, "bool")
 
 
-@rule("aten.where.self", "aten.where.ScalarOther", "aten.where.ScalarSelf", "aten.where.Scalar")
+@rule("aten.where.self", "aten.where.ScalarOther")
 def where(L, c, a, b):
     out = L.out_meta()
     a = L.cast(L.tensor(a, out.dtype), out.dtype)

@@ -92,7 +92,7 @@ def index(L, x, indices):
     return L.reshape(picked, out.shape)
 
 
-@rule("aten.index_put.default", "aten._index_put_impl.default")
+@rule("aten.index_put.default")
 def index_put(L, x, indices, values, accumulate=False, unsafe=False):
     out = L.out_meta()
     if len(indices) == 1 and isinstance(indices[0], V) and indices[0].dtype == "bool":

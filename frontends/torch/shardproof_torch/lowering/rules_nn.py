@@ -137,6 +137,7 @@ def native_dropout(L, x, p, train):
     return [x, L.const(True, x.shape, "bool")]
 
 
+# Refusals, not lowerings (tested by the bad-input tests).
 @rule("aten.bernoulli.p", "aten.bernoulli_.float", "aten.bernoulli.default", "aten.bernoulli.Tensor",
       "aten.normal.default",
       "aten.rand.default", "aten.randn.default", "aten.rand_like.default",

@@ -46,7 +46,7 @@ class _Unavailable:
         self.error = L.unsupported(f"{what} (argmax) are not supported")
 
 
-@rule("aten.mm.default", "aten.bmm.default", "aten.matmul.default")
+@rule("aten.mm.default", "aten.bmm.default")
 def mm(L, a, b):
     out = L.out_meta()
     return L.emit("matmul", [a, b], out.shape, out.dtype)

@@ -3,8 +3,7 @@ split/expand, aliases, const and iota."""
 from .core import V, dclass, rule
 
 ALIASES = ["aten.alias.default", "aten.detach.default", "aten.clone.default",
-           "aten.lift_fresh_copy.default", "aten.contiguous.default",
-           "aten.lift_fresh.default", "shardproof.mark_grad.default"]
+           "aten.lift_fresh_copy.default", "shardproof.mark_grad.default"]
 
 
 @rule(*ALIASES)
@@ -38,15 +37,13 @@ def permute(L, x, dims):
     return L.emit("transpose", [x], [x.shape[p] for p in perm], x.dtype, {"perm": perm})
 
 
-@rule("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
-      "aten._reshape_alias.default", "aten.unsqueeze.default", "aten.squeeze.dim",
-      "aten.squeeze.default", "aten.squeeze.dims", "aten.view_copy.default",
-      "aten.flatten.using_ints", "aten.unflatten.int")
+@rule("aten.view.default", "aten._unsafe_view.default", "aten._reshape_alias.default",
+      "aten.unsqueeze.default", "aten.squeeze.dim", "aten.squeeze.default")
 def view(L, x, *args, **kwargs):
     return L.reshape(x, L.out_meta().shape)
 
 
-@rule("aten.expand.default", "aten.expand_copy.default")
+@rule("aten.expand.default")
 def expand(L, x, size, implicit=False):
     shape = L.out_meta().shape
     if len(x.shape) < len(shape):  # ATen pads leading dims; the plan's expand does too
@@ -54,7 +51,7 @@ def expand(L, x, size, implicit=False):
     return L.expand(x, shape)
 
 
-@rule("aten._to_copy.default", "aten.to.dtype", "aten.type_as.default")
+@rule("aten._to_copy.default")
 def to_copy(L, x, *args, **kwargs):
     return L.cast(x, L.out_meta().dtype)
 
@@ -82,11 +79,6 @@ def select(L, x, dim, index):
     index %= x.shape[dim]
     s = slice_(L, x, dim, index, index + 1)
     return L.reshape(s, L.out_meta().shape)
-
-
-@rule("aten.narrow.default")
-def narrow(L, x, dim, start, length):
-    return slice_(L, x, dim, start, start + length)
 
 
 @rule("aten.cat.default")
@@ -172,8 +164,14 @@ def full(L, size, value, **kwargs):
     return L.const(value, out.shape, out.dtype)
 
 
-@rule("aten.full_like.default", "aten.new_full.default", "aten.fill.Scalar")
+@rule("aten.full_like.default", "aten.fill.Scalar")
 def full_like(L, x, value, *args, **kwargs):
+    out = L.out_meta()
+    return L.const(value, out.shape, out.dtype)
+
+
+@rule("aten.new_full.default")
+def new_full(L, x, size, value, **kwargs):
     out = L.out_meta()
     return L.const(value, out.shape, out.dtype)
 
