@@ -1,4 +1,5 @@
 """Source locations: the innermost frame outside torch (and outside this front end)."""
+import functools
 import os
 import sys
 
@@ -20,6 +21,7 @@ def _library_dirs():
 _DIRS = None
 
 
+@functools.lru_cache(maxsize=None)
 def is_user_file(filename):
     global _DIRS
     if _DIRS is None:
@@ -32,11 +34,16 @@ def is_user_file(filename):
 
 def user_src(skip=1):
     """{"file", "line", "function"} of the innermost user frame on the stack, or None."""
-    from ..errors import relpath
     f = sys._getframe(skip)
     while f is not None:
         if is_user_file(f.f_code.co_filename):
-            return {"file": relpath(f.f_code.co_filename), "line": f.f_lineno,
+            return {"file": _rel(f.f_code.co_filename), "line": f.f_lineno,
                     "function": f.f_code.co_name}
         f = f.f_back
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _rel(filename):
+    from ..errors import relpath
+    return relpath(filename)
