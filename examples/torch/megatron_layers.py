@@ -174,9 +174,10 @@ class VocabParallelEmbedding(nn.Module):
     row 0 and are zeroed; the partial embeddings are summed (reduce-scattered to sequence
     parallel)."""
 
-    def __init__(self, vocab, hidden, group=None):
+    def __init__(self, vocab, hidden, group=None, sequence_parallel=True):
         super().__init__()
         self.group = group
+        self.sequence_parallel = sequence_parallel
         n = dist.get_world_size(group) if group is not None else 1
         self.per_rank = vocab // n
         self.weight = nn.Parameter(torch.empty(self.per_rank, hidden))
@@ -191,6 +192,8 @@ class VocabParallelEmbedding(nn.Module):
         local[outside] = 0
         out = F.embedding(local, self.weight)
         out[outside, :] = 0.0
+        if not self.sequence_parallel:
+            return ReduceFromRegion.apply(out, self.group)
         return ReduceScatterToSequenceParallel.apply(out, self.group)
 
 

@@ -16,6 +16,7 @@ MESH = {"dp": 2, "tp": 2}
 SIZES = {"small": (16, 8, 2, 16, 4, 4), "large": (32768, 4096, 32, 16384, 2048, 16)}
 VOCAB, HIDDEN, HEADS, FFN, SEQ, BATCH = SIZES[os.environ.get("GPT_SIZE", "small")]
 LAYERS = int(os.environ.get("GPT_LAYERS", "1"))
+SEQUENCE_PARALLEL = os.environ.get("GPT_SP", "1") != "0"  # GPT_SP=0: plain tensor parallel
 
 
 def build_logical():
@@ -23,7 +24,8 @@ def build_logical():
 
 
 def build_rank(ctx):
-    return GPT(VOCAB, HIDDEN, HEADS, FFN, LAYERS, tp_group=ctx.groups["tp"], tp=ctx.mesh["tp"])
+    return GPT(VOCAB, HIDDEN, HEADS, FFN, LAYERS, tp_group=ctx.groups["tp"], tp=ctx.mesh["tp"],
+               sequence_parallel=SEQUENCE_PARALLEL)
 
 
 def batch():
