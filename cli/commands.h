@@ -78,4 +78,8 @@ struct HooksArgs {
 CLI::App* add_hooks_command(CLI::App& app, HooksArgs& args);
 int run_hooks_command(const HooksArgs& args);
 
+// `eval`: one graph of a plan in the concrete interpreter (cli/eval_command.cpp).
+CLI::App* add_eval_command(CLI::App& app);
+int run_eval_command();
+
 }  // namespace shardproof::cli

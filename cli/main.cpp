@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   CLI::App* cache = add_cache_command(app, cache_args);
   CLI::App* hooks = add_hooks_command(app, hooks_args);
   CLI::App* version = add_version_command(app);
+  CLI::App* eval = add_eval_command(app);
 
   try {
     app.parse(argc, argv);
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     if (cache->parsed()) return run_cache_command(cache_args);
     if (hooks->parsed()) return run_hooks_command(hooks_args);
     if (version->parsed()) return run_version();
+    if (eval->parsed()) return run_eval_command();
   } catch (const std::exception& e) {
     std::cerr << "shardproof: internal error: " << e.what() << "\n";
     return kExitInternal;

@@ -17,6 +17,9 @@ packages=(
   nlohmann-json3-dev libcli11-dev libgtest-dev googletest
   time  # GNU time: peak memory in bench/run.sh
   git   # the pre-commit hook and its tests (tests/hooks_e2e.sh)
+  # The PyTorch front end (frontends/torch) and its tests, for Debian's
+  # /usr/bin/python3; also runs tests/layering_test.py.
+  python3 python3-torch python3-numpy python3-pytest
 )
 
 missing=()

@@ -1,0 +1,78 @@
+"""`python3 -m shardproof_torch capture HARNESS.py [--mesh dp=2,tp=4] [-o plan.json]`
+
+Exit codes: 0 captured; 2 invalid harness or a program that cannot be captured (one line
+`file:line: [rule] text` on stderr); 4 internal error."""
+import argparse
+import json
+import os
+import sys
+import traceback
+
+from .errors import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, CaptureError
+
+EMITTABLE = {"src", "scale"}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"shardproof capture: [usage] {message}\n")
+        sys.exit(EXIT_INVALID)
+
+
+def parser():
+    p = _Parser(prog="python3 -m shardproof_torch",
+                description="Capture a PyTorch training step (a harness file) as a shardproof "
+                            "plan (docs/torch-harness.md).")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("capture", help="capture a harness into a plan")
+    c.add_argument("harness", help="the harness file (.py)")
+    c.add_argument("--mesh", default="", help="override mesh sizes, e.g. dp=2,tp=4")
+    c.add_argument("-o", "--output", default="-", help="plan file to write (default: stdout)")
+    c.add_argument("--emit", default="", help="comma list of optional plan features: src "
+                   "(source location on every op), scale (scaled lineage claims). Off by "
+                   "default: engines without them reject such plans")
+    c.add_argument("--no-grad-claims", action="store_true",
+                   help="do not claim each rank's final gradients (fewer, larger stages)")
+    c.add_argument("--stats", action="store_true", help="print capture statistics on stderr")
+    c._parser_class = _Parser
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    from .driver import Capture
+    from .mesh import parse_mesh_override
+    try:
+        emit = [e for e in args.emit.split(",") if e]
+        bad = [e for e in emit if e not in EMITTABLE]
+        if bad:
+            raise CaptureError("usage", f"--emit: unknown feature(s) {bad} (known: src, scale)")
+        cap = Capture(args.harness, parse_mesh_override(args.mesh), emit,
+                      claim_grads=not args.no_grad_claims)
+        plan = cap.run()
+        text = json.dumps(plan, indent=None, separators=(",", ":"))
+        if args.output == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            tmp = args.output + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
+            os.replace(tmp, args.output)
+        if args.stats:
+            sys.stderr.write(json.dumps(cap.stats) + "\n")
+        return EXIT_OK
+    except CaptureError as e:
+        sys.stderr.write(e.message() + "\n")
+        return EXIT_INVALID
+    except OSError as e:
+        sys.stderr.write(f"shardproof capture: [io] {e}\n")
+        return EXIT_INTERNAL
+    except Exception:
+        sys.stderr.write("shardproof capture: [internal] unexpected error; please report:\n")
+        traceback.print_exc()
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

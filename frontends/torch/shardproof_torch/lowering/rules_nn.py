@@ -1,0 +1,168 @@
+"""Neural-network composites and their backward ops: softmax, log_softmax, layer norm,
+losses, dropout (only p = 0), tril/triu."""
+from .core import V, rule
+
+
+@rule("aten._softmax.default")
+def softmax(L, x, dim, half_to_float=False):
+    return L.emit("softmax", [x], x.shape, L.out_meta().dtype, {"dim": dim % len(x.shape)})
+
+
+@rule("aten._log_softmax.default")
+def log_softmax(L, x, dim, half_to_float=False):
+    return L.emit("log_softmax", [x], x.shape, L.out_meta().dtype, {"dim": dim % len(x.shape)})
+
+
+@rule("aten._softmax_backward_data.default")
+def softmax_backward(L, grad, y, dim, input_dtype):
+    # dx = y * (g - sum(g * y, dim))
+    gy = L.binary("mul", grad, y)
+    s = L.reduce("sum", gy, [dim], True)
+    return L.binary("mul", y, L.binary("sub", grad, s))
+
+
+@rule("aten._log_softmax_backward_data.default")
+def log_softmax_backward(L, grad, y, dim, input_dtype):
+    # dx = g - exp(y) * sum(g, dim)
+    s = L.reduce("sum", grad, [dim], True)
+    return L.binary("sub", grad, L.binary("mul", L.unary("exp", y), s))
+
+
+def _norm_dims(x, normalized_shape, L):
+    if len(normalized_shape) != 1:
+        raise L.unsupported("layer norm over more than the last dim")
+    return [len(x.shape) - 1]
+
+
+@rule("aten.native_layer_norm.default")
+def layer_norm(L, x, normalized_shape, w, b, eps):
+    dims = _norm_dims(x, normalized_shape, L)
+    mean = L.reduce("mean", x, dims, True)
+    xc = L.binary("sub", x, mean, x.dtype, x.shape)
+    var = L.reduce("mean", L.binary("mul", xc, xc, x.dtype, x.shape), dims, True)
+    rstd = L.unary("rsqrt", L.binary("add", var, eps, x.dtype, var.shape))
+    y = L.binary("mul", xc, rstd, x.dtype, x.shape)
+    if isinstance(w, V):
+        y = L.binary("mul", y, w, x.dtype, x.shape)
+    if isinstance(b, V):
+        y = L.binary("add", y, b, x.dtype, x.shape)
+    return [y, mean, rstd]
+
+
+@rule("aten.native_layer_norm_backward.default")
+def layer_norm_backward(L, grad, x, normalized_shape, mean, rstd, w, b, output_mask):
+    dims = _norm_dims(x, normalized_shape, L)
+    lead = list(range(len(x.shape) - 1))
+    xhat = L.binary("mul", L.binary("sub", x, mean, x.dtype, x.shape), rstd, x.dtype, x.shape)
+    outs = [None, None, None]
+    if output_mask[0]:
+        g = L.binary("mul", grad, w, x.dtype, x.shape) if isinstance(w, V) else grad
+        # dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+        mg = L.reduce("mean", g, dims, True)
+        mgx = L.reduce("mean", L.binary("mul", g, xhat, x.dtype, x.shape), dims, True)
+        inner = L.binary("sub", L.binary("sub", g, mg, x.dtype, x.shape),
+                         L.binary("mul", xhat, mgx, x.dtype, x.shape), x.dtype, x.shape)
+        outs[0] = L.binary("mul", inner, rstd, x.dtype, x.shape)
+    if output_mask[1] and isinstance(w, V):
+        outs[1] = L.reduce("sum", L.binary("mul", grad, xhat, x.dtype, x.shape), lead, False)
+    if output_mask[2] and isinstance(b, V):
+        outs[2] = L.reduce("sum", grad, lead, False)
+    return outs
+
+
+def _reduce_loss(L, per_elem, reduction):
+    if reduction == 0:
+        return per_elem
+    op = "mean" if reduction == 1 else "sum"
+    return L.reduce(op, per_elem, list(range(len(per_elem.shape))), False)
+
+
+@rule("aten.mse_loss.default")
+def mse_loss(L, x, y, reduction=1):
+    d = L.binary("sub", x, y, x.dtype)
+    return _reduce_loss(L, L.binary("mul", d, d, x.dtype, d.shape), reduction)
+
+
+@rule("aten.mse_loss_backward.default")
+def mse_loss_backward(L, grad, x, y, reduction):
+    d = L.binary("sub", x, y, x.dtype)
+    n = 1
+    for s in d.shape:
+        n *= s
+    factor = 2 if reduction != 1 else __import__("fractions").Fraction(2, n)
+    return L.scale(L.binary("mul", d, grad, x.dtype, d.shape), factor)
+
+
+def _nll_checks(L, x, weight, ignore_index):
+    if weight is not None:
+        raise L.unsupported("nll_loss/cross_entropy with class weights")
+    if len(x.shape) not in (1, 2):
+        raise L.unsupported("nll_loss on inputs of rank other than 1 or 2 (flatten first)")
+
+
+@rule("aten.nll_loss_forward.default")
+def nll_loss_forward(L, x, target, weight, reduction, ignore_index):
+    # Targets are class indices: the engine assumes an input index valid, so
+    # ignore_index (never a valid class) never occurs (docs/torch-harness.md).
+    _nll_checks(L, x, weight, ignore_index)
+    x2 = x if len(x.shape) == 2 else L.reshape(x, [1, x.shape[0]])
+    n = x2.shape[0]
+    idx = L.reshape(target, [n, 1])
+    picked = L.emit("gather", [x2, idx], [n, 1], x.dtype, {"dim": 1})
+    picked = L.reshape(picked, [n] if len(x.shape) == 2 else [])
+    loss = L.unary("neg", _reduce_loss(L, picked, reduction))
+    total = L.const(n if reduction == 1 else 1, [], x.dtype)
+    return [loss, total]
+
+
+@rule("aten.nll_loss_backward.default")
+def nll_loss_backward(L, grad, x, target, weight, reduction, ignore_index, total_weight):
+    _nll_checks(L, x, weight, ignore_index)
+    x2shape = x.shape if len(x.shape) == 2 else [1, x.shape[0]]
+    n, c = x2shape
+    hit = L.binary("eq", L.reshape(target, [n, 1]), L.iota([1, c], 1), "bool", [n, c])
+    onehot = L.cast(hit, x.dtype)
+    g = L.reshape(grad, [n, 1]) if grad.shape else grad
+    out = L.binary("mul", onehot, g, x.dtype, [n, c])
+    from fractions import Fraction
+    out = L.scale(out, Fraction(-1, n) if reduction == 1 else -1)
+    return L.reshape(out, x.shape)
+
+
+@rule("aten.native_dropout.default")
+def native_dropout(L, x, p, train):
+    if train and p > 0:
+        raise L.error("dropout", f"dropout with p={p} > 0 makes the step random; set p=0 (or "
+                      "eval mode) for verification")
+    return [x, L.const(True, x.shape, "bool")]
+
+
+# Refusals, not lowerings (tested by the bad-input tests).
+@rule("aten.bernoulli.p", "aten.bernoulli_.float", "aten.bernoulli.default", "aten.bernoulli.Tensor",
+      "aten.normal.default",
+      "aten.rand.default", "aten.randn.default", "aten.rand_like.default",
+      "aten.randn_like.default", "aten.randint.low", "aten.randint.default",
+      "aten.uniform_.default", "aten.normal_.default", "aten.uniform.default")
+def random(L, *args, **kwargs):
+    raise L.error("random", f"{L.node.op}: random values inside the step cannot be verified "
+                  "(dropout with p > 0? set p=0 or use eval mode)")
+
+
+def _band(L, x, diagonal, lower):
+    r, c = x.shape[-2], x.shape[-1]
+    rows = L.iota([r, 1], 0)
+    if diagonal:
+        rows = L.binary("add", rows, diagonal, "i64", [r, 1])
+    cols = L.iota([1, c], 1)
+    keep = L.binary("ge" if lower else "le", rows, cols, "bool", [r, c])
+    return L.emit("where", [keep, x, L.tensor(0, x.dtype)], x.shape, x.dtype)
+
+
+@rule("aten.tril.default")
+def tril(L, x, diagonal=0):
+    return _band(L, x, diagonal, True)
+
+
+@rule("aten.triu.default")
+def triu(L, x, diagonal=0):
+    return _band(L, x, diagonal, False)

@@ -1,0 +1,260 @@
+"""Assembles the plan: the logical graph from the logical trace, the parallel graph from
+every rank's trace, lineage on inputs and updated parameters (and gradient claims), and
+one plan collective per matched set of rank-local calls."""
+from collections import defaultdict
+from fractions import Fraction
+
+from .errors import CaptureError
+from .lowering import Lowerer
+from .lowering.core import GraphBuilder, V
+from .lowering.numbers import as_fraction
+
+PARAM, BUFFER, BATCH = "param", "buffer", "batch"
+
+
+def logical_name(kind, name):
+    return {PARAM: name, BUFFER: f"buffer:{name}", BATCH: f"batch:{name}"}[kind]
+
+
+def next_name(name):
+    return f"{name}.next"
+
+
+def grad_name(name):
+    return f"grad:{name}"
+
+
+class RankProgram:
+    """What plan_writer needs of one rank: its trace (shared between ranks whose programs
+    are the same), its groups resolved to ranks, and the blocks of each input."""
+
+    def __init__(self, rank, trace, group_ranks, blocks):
+        self.rank = rank
+        self.trace = trace
+        self.group_ranks = group_ranks  # gid -> list of ranks
+        self.blocks = blocks            # (kind, name) -> [(dim, lo, hi, box)]
+
+
+def _fresh_tensor(L, v: V, base):
+    """A new tensor equal to v (for a claim or an output name that v cannot carry)."""
+    return L.emit("scale", [v], v.shape, v.dtype, {"factor": 1}, base=base)
+
+
+def write_logical(trace, emit_src, claim_grads):
+    b = GraphBuilder(parallel=False, emit_src=emit_src)
+    L = Lowerer(trace, b, "", None)
+    for inp in trace.inputs:
+        meta = trace.nodes[inp.node].outs[0]
+        v = b.declare(logical_name(inp.kind, inp.name), meta.shape, meta.dtype)
+        b.inputs.append(v.name)
+        L.bind_input(inp.node, v)
+    roots = list(trace.updated.values()) + (list(trace.grads.values()) if claim_grads else [])
+    L.run(roots)
+    used = set(b.inputs)
+    grads = {}
+    if claim_grads:
+        for name, ref in trace.grads.items():
+            v = L.env[ref]
+            if v.name in used:
+                v = _fresh_tensor(L, v, grad_name(name))
+            else:
+                b.rename(v.name, grad_name(name))
+                v = V(grad_name(name), v.shape, v.dtype)
+            used.add(v.name)
+            grads[name] = v
+    for name, ref in trace.updated.items():
+        v = L.env[ref]
+        if v.name in used:
+            v = _fresh_tensor(L, v, next_name(name))
+        elif v.name != next_name(name):
+            b.rename(v.name, next_name(name))
+        used.add(next_name(name))
+        b.outputs.append(next_name(name))
+    return b, set(grads)
+
+
+def _claim(b, name, of):
+    b.tensors[name]["of"] = of
+
+
+def _pieces(L, v, blocks, base):
+    """v cut into the blocks of its layout (one piece: v itself)."""
+    if len(blocks) == 1:
+        return [v]
+    dim = blocks[0][0]
+    sizes = [hi - lo for _, lo, hi, _ in blocks]
+    metas = []
+    for s in sizes:
+        shape = list(v.shape)
+        shape[dim] = s
+        metas.append((shape, v.dtype))
+    return L.emit_multi("split", [v], metas, {"dim": dim, "sizes": sizes}, base=base)
+
+
+def lower_rank(prog: RankProgram, b: GraphBuilder, logical_grads, logical_tensors):
+    r = prog.rank
+    trace = prog.trace
+    L = Lowerer(trace, b, f"r{r}/", r)
+    used = set()
+    for inp in trace.inputs:
+        meta = trace.nodes[inp.node].outs[0]
+        lname = logical_name(inp.kind, inp.name)
+        blocks = prog.blocks[(inp.kind, inp.name)]
+        local = f"r{r}/{lname}"
+        if len(blocks) == 1:
+            v = b.declare(local, meta.shape, meta.dtype, rank=r,
+                          of={"tensor": lname, "slice": blocks[0][3]})
+            b.inputs.append(v.name)
+        else:
+            pieces = []
+            for s, (dim, lo, hi, box) in enumerate(blocks):
+                shape = list(meta.shape)
+                shape[dim] = hi - lo
+                p = b.declare(f"{local}#{s}", shape, meta.dtype, rank=r,
+                              of={"tensor": lname, "slice": box})
+                b.inputs.append(p.name)
+                pieces.append(p)
+            v = b.declare(local, meta.shape, meta.dtype, rank=r)
+            b.add_op("concat", [p.name for p in pieces], [v.name], {"dim": blocks[0][0]},
+                     rank=r)
+        used.add(v.name)
+        L.bind_input(inp.node, v)
+    claim_grads = [n for n in trace.grads if n in logical_grads]
+    roots = list(trace.updated.values()) + [trace.grads[n] for n in claim_grads]
+    L.run(roots)
+
+    def finish(name, v, target, base, output):
+        blocks = prog.blocks[(PARAM, name)]
+        if len(blocks) == 1:
+            if v.name in used or v.name in b.inputs:
+                v = _fresh_tensor(L, v, base)
+            elif not v.name.startswith(base):
+                b.rename(v.name, base)
+                v = V(base, v.shape, v.dtype)
+            pieces = [v]
+        else:
+            pieces = _pieces(L, v, blocks, base)
+        for p, (_, _, _, box) in zip(pieces, blocks):
+            _claim(b, p.name, {"tensor": target, "slice": box})
+            used.add(p.name)
+            if output:
+                b.outputs.append(p.name)
+        return pieces
+
+    for name in claim_grads:
+        finish(name, L.env[trace.grads[name]], grad_name(name), f"r{r}/{grad_name(name)}", False)
+    for name, ref in trace.updated.items():
+        finish(name, L.env[ref], next_name(name), f"r{r}/{next_name(name)}", True)
+    return L.collectives
+
+
+def _where(c):
+    s = c.src
+    return f"{s['file']}:{s['line']}" if s else "an unknown line"
+
+
+def _mismatch(text, a, b=None):
+    s = (a or b).src
+    return CaptureError("collective-mismatch", text, s and s["file"], s and s["line"])
+
+
+def match_collectives(pending_by_rank, group_ranks_of, b: GraphBuilder):
+    """Pairs the k-th call on a group across its members (program order) and emits one
+    plan collective per set; a rank whose calls do not line up with its peers' is a
+    finding naming both lines."""
+    queues = defaultdict(lambda: defaultdict(list))  # group tuple -> rank -> calls
+    sends = defaultdict(list)   # (src, dst) -> send calls on src
+    recvs = defaultdict(list)   # (src, dst) -> recv calls on dst
+    for r, calls in pending_by_rank.items():
+        for c in calls:
+            if c.kind == "send":
+                sends[(r, c.peer)].append(c)
+            elif c.kind == "recv":
+                recvs[(c.peer, r)].append(c)
+            else:
+                g = tuple(group_ranks_of[r][c.gid])
+                queues[g][r].append(c)
+    count = 0
+    for g, by_rank in queues.items():
+        longest = max(len(calls) for calls in by_rank.values())
+        for k in range(longest):
+            members = []
+            for r in g:
+                calls = by_rank.get(r, [])
+                if k >= len(calls):
+                    other = next(by_rank[q][k] for q in g if len(by_rank.get(q, [])) > k)
+                    raise _mismatch(
+                        f"rank {other.rank} makes collective #{k + 1} on group {list(g)} "
+                        f"({other.kind} at {_where(other)}), but rank {r} makes only "
+                        f"{len(calls)} on that group"
+                        + (f" (its last: {calls[-1].kind} at {_where(calls[-1])})" if calls
+                           else ""), other)
+                members.append(calls[k])
+            first = members[0]
+            for m in members[1:]:
+                if (m.kind, m.attrs, m.inp.shape, m.inp.dtype) != \
+                        (first.kind, first.attrs, first.inp.shape, first.inp.dtype):
+                    raise _mismatch(
+                        f"collective #{k + 1} on group {list(g)} differs between ranks: rank "
+                        f"{first.rank} calls {first.kind} {first.attrs} on {first.inp.shape} at "
+                        f"{_where(first)}, rank {m.rank} calls {m.kind} {m.attrs} on "
+                        f"{m.inp.shape} at {_where(m)}", m, first)
+            count += 1
+            b.add_op(first.kind, [m.inp.name for m in members], [m.out.name for m in members],
+                     first.attrs, first.src, group=list(g), name=f"{first.kind}.{count}")
+    for key in set(sends) | set(recvs):
+        s_calls, r_calls = sends.get(key, []), recvs.get(key, [])
+        for k in range(max(len(s_calls), len(r_calls))):
+            if k >= len(s_calls) or k >= len(r_calls):
+                have = (s_calls + r_calls)[0] if k >= len(s_calls) and k >= len(r_calls) else \
+                    (s_calls[k] if k < len(s_calls) else r_calls[k])
+                raise _mismatch(f"{have.kind} #{k + 1} from rank {key[0]} to rank {key[1]} at "
+                                f"{_where(have)} has no matching "
+                                f"{'recv' if have.kind == 'send' else 'send'}", have)
+            s, rv = s_calls[k], r_calls[k]
+            if (s.inp.shape, s.inp.dtype) != (rv.out.shape, rv.out.dtype):
+                raise _mismatch(f"send at {_where(s)} of {s.inp.shape} meets recv at "
+                                f"{_where(rv)} of {rv.out.shape}", rv, s)
+            count += 1
+            b.add_op("send", [s.inp.name], [rv.out.name], None, s.src, group=list(key),
+                     name=f"send.{count}")
+
+
+def claim_scaled_reductions(b: GraphBuilder):
+    """--emit scale: an all-reduce whose output is only divided by c into a claimed tensor
+    (DDP averaging) claims `c x` that tensor's lineage."""
+    b.apply_renames()
+    producer = {}
+    for op in b.ops:
+        for o in op["out"]:
+            producer[o] = op
+    for op in b.ops:
+        if op["op"] != "scale":
+            continue
+        out = b.tensors[op["out"][0]]
+        src = op["in"][0]
+        if "of" not in out or "of" in b.tensors[src] or producer.get(src, {}).get("op") != \
+                "all_reduce":
+            continue
+        factor = as_fraction(op["attrs"]["factor"])
+        if factor == 0 or "scale" in out["of"]:
+            continue
+        c = 1 / factor
+        b.tensors[src]["of"] = dict(out["of"], scale=str(c) if c.denominator > 1 else
+                                    int(c))
+
+
+def write_plan(name, meta, logical_trace, programs, world, emit, claim_grads=True):
+    emit_src = "src" in emit
+    lb, logical_grads = write_logical(logical_trace, emit_src, claim_grads)
+    pb = GraphBuilder(parallel=True, emit_src=emit_src)
+    pending = {}
+    group_ranks_of = {}
+    for prog in programs:
+        pending[prog.rank] = lower_rank(prog, pb, logical_grads, lb.tensors)
+        group_ranks_of[prog.rank] = prog.group_ranks
+    match_collectives(pending, group_ranks_of, pb)
+    if "scale" in emit:
+        claim_scaled_reductions(pb)
+    return {"format": "shardproof-plan/1", "name": name, "meta": meta,
+            "logical": lb.graph(), "parallel": pb.graph(world)}

@@ -1,0 +1,293 @@
+"""Captures one program (the logical step, or one rank's step) as a neutral Trace.
+
+Pass 1: make_fx over fake tensors traces forward, backward and optimizer step into one
+ATen graph; the model's own Parameter objects are the graph's inputs, so in-place updates
+land on placeholders. Pass 2: functionalize re-runs that graph and removes every mutation
+and view; an updated parameter is the value copied back into its placeholder at the end.
+(torch 1.13 refuses autograd inside functionalize, hence two passes.)"""
+import contextlib
+import operator
+
+import torch
+import torch.fx
+from torch._subclasses import fake_tensor as fake_mod
+from torch.fx.experimental import proxy_tensor
+from torch.fx.experimental.proxy_tensor import make_fx
+from functorch import functionalize
+
+from ..errors import CaptureError
+from ..trace import Input, Node, Ref, TensorMeta, Trace
+from .fake_dist import FakeDistributed
+from .library import ops
+from .optimizers import capture_whole
+from .source import is_user_file, user_src
+
+DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
+          torch.float64: "f64", torch.int32: "i32", torch.int64: "i64", torch.bool: "bool"}
+
+
+class _SourceState:
+    current = None   # pass 2: the pass-1 node being re-run
+    fallback = None  # pass 1: where ops with no user frame on the stack come from
+
+
+@contextlib.contextmanager
+def recording_sources():
+    """Every node make_fx creates gets meta["sp_src"]: the pass-1 node's source in pass 2,
+    else the innermost user frame, else the phase's fallback (ATen backward ops run under
+    our own backward() call)."""
+    tracer_cls = proxy_tensor.PythonKeyTracer
+    original = tracer_cls.create_node
+
+    def create_node(self, *args, **kwargs):
+        node = original(self, *args, **kwargs)
+        if _SourceState.current is not None:
+            node.meta["sp_src"] = _SourceState.current
+        else:
+            node.meta["sp_src"] = user_src(2) or _SourceState.fallback
+        return node
+
+    tracer_cls.create_node = create_node
+    try:
+        yield
+    finally:
+        tracer_cls.create_node = original
+
+
+class _SourceInterpreter(torch.fx.Interpreter):
+    def run_node(self, n):
+        _SourceState.current = n.meta.get("sp_src")
+        try:
+            return super().run_node(n)
+        finally:
+            _SourceState.current = None
+
+
+@contextlib.contextmanager
+def cpu_only():
+    """`.cuda()` is mapped to the CPU: fake tensors need no device."""
+    saved = (torch.Tensor.cuda, torch.nn.Module.cuda)
+    torch.Tensor.cuda = lambda self, *a, **k: self
+    torch.nn.Module.cuda = lambda self, *a, **k: self
+    try:
+        yield
+    finally:
+        torch.Tensor.cuda, torch.nn.Module.cuda = saved
+
+
+def dtype_name(dtype, src=None):
+    if dtype not in DTYPES:
+        raise CaptureError("dtype", f"dtype {dtype} has no plan dtype (f32 f16 bf16 f64 i32 i64 "
+                           "bool)", src and src["file"], src and src["line"])
+    return DTYPES[dtype]
+
+
+def translate_error(e, harness_file):
+    """An exception raised while running user code -> CaptureError at the user's line."""
+    if isinstance(e, CaptureError):
+        return e
+    import traceback
+    where = None
+    for frame, line in traceback.walk_tb(e.__traceback__):
+        if is_user_file(frame.f_code.co_filename):
+            where = (frame.f_code.co_filename, line)
+    from ..errors import relpath
+    file, line = (relpath(where[0]), where[1]) if where else (harness_file, 1)
+    text = str(e).split("\n")[0]
+    if isinstance(e, fake_mod.DataDependentOutputException) or "_local_scalar_dense" in text \
+            or "get value out of a tracing tensor" in text:
+        return CaptureError("data-dependent", "Python control flow or .item() on a tensor's "
+                            "value cannot be captured (values are symbolic); use torch.where or "
+                            "torch.clamp", file, line)
+    if isinstance(e, fake_mod.DynamicOutputShapeException):
+        return CaptureError("dynamic-shape", f"an op whose output shape depends on values "
+                            f"({text}) cannot be captured", file, line)
+    return CaptureError("capture", f"running the program raised {type(e).__name__}: {text}",
+                        file, line)
+
+
+def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines):
+    """Runs the harness's step for `ctx` and returns (Trace, model). `batch_chunk` maps
+    batch keys to this program's (fake) chunks."""
+    ops()  # define the library before tracing
+    fd = FakeDistributed(ctx)
+    with fd.installed(), cpu_only():
+        try:
+            with fake_mode:
+                model = h.build_logical() if logical else h.build_rank(ctx)
+                if not isinstance(model, torch.nn.Module):
+                    raise h.error("harness-type", "build_rank/build_logical must return a "
+                                  "torch.nn.Module", "build_rank")
+                params = dict(model.named_parameters())
+                buffers = {k: b for k, b in model.named_buffers() if b is not None}
+                opt = capture_whole(h.optimizer(list(params.values())))
+        except Exception as e:
+            raise translate_error(e, h.file)
+
+        names = list(params) + list(buffers) + list(batch_chunk)
+        kinds = ["param"] * len(params) + ["buffer"] * len(buffers) + ["batch"] * len(batch_chunk)
+        args = list(params.values()) + list(buffers.values()) + list(batch_chunk.values())
+        param_list = list(params.values())
+
+        def mark_grads():
+            for i, p in enumerate(param_list):
+                if p.grad is not None:
+                    p.grad = ops().mark_grad(p.grad, i)
+
+        def step(*flat):
+            b = dict(zip(batch_chunk, flat[len(params) + len(buffers):]))
+            if h.train_step is not None:
+                h.train_step(model, b, opt, ctx)
+                return
+            opt.zero_grad()
+            _SourceState.fallback = default_step_lines["loss"]
+            out = h.loss(model, b)
+            if not isinstance(out, torch.Tensor) or out.dim() != 0:
+                raise h.error("harness-type", "loss() must return a scalar tensor", "loss")
+            out.backward()
+            if h.finalize_grads is not None:
+                _SourceState.fallback = default_step_lines["finalize_grads"]
+                h.finalize_grads(model, ctx)
+            mark_grads()
+            _SourceState.fallback = default_step_lines["optimizer"]
+            opt.step()
+
+        with recording_sources():
+            try:
+                with fake_mode:
+                    g1 = make_fx(step)(*args)
+                    plain = [a.detach() for a in args]
+                    g2 = make_fx(functionalize(_SourceInterpreter(g1).run))(*plain)
+            except Exception as e:
+                raise translate_error(e, h.file)
+            finally:
+                _SourceState.fallback = None
+    trace = to_trace(g2, names, kinds)
+    trace.groups = [g.descriptor() for g in ctx.groups_table]
+    trace.read_axes = sorted(ctx.log.axes)
+    return trace, model
+
+
+def _convert_arg(a, refs):
+    if isinstance(a, torch.fx.Node):
+        return refs[a]
+    if isinstance(a, (list, tuple)):
+        return [_convert_arg(x, refs) for x in a]
+    if isinstance(a, torch.dtype):
+        return "dtype:" + DTYPES.get(a, str(a))
+    if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
+        return None
+    if isinstance(a, (bool, int, float, str)) or a is None:
+        return a
+    return repr(a)
+
+
+def _meta_of(v):
+    """TensorMeta of a FakeTensor (meta "val") or TensorMetadata (meta "tensor_meta")."""
+    if v is None or not hasattr(v, "shape") or not hasattr(v, "dtype"):
+        return None
+    # an unsupported dtype is an error only where the lowering meets it (live ops)
+    contiguous = None
+    if isinstance(v, torch.Tensor):
+        contiguous = v.is_contiguous() and v.storage_offset() == 0
+    elif hasattr(v, "stride"):
+        contiguous = tuple(v.stride) == _row_major(list(v.shape))
+    return TensorMeta(list(v.shape), DTYPES.get(v.dtype, f"unsupported:{v.dtype}"), contiguous)
+
+
+def _row_major(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _metas(n):
+    val = n.meta.get("val", n.meta.get("tensor_meta"))
+    vals = val if isinstance(val, (list, tuple)) and not hasattr(val, "shape") else [val]
+    return [_meta_of(v) for v in vals]
+
+
+def _constant_value(t, src):
+    """A tensor constant of the program: the plan's const holds one value, so only
+    constants whose elements are all equal are supported."""
+    if isinstance(t, fake_mod.FakeTensor):
+        t = getattr(t, "constant", None)
+    if isinstance(t, torch.Tensor) and t.numel() > 0:
+        flat = t.reshape(-1)
+        first = flat[0].item()
+        if bool((flat == flat[0]).all()):
+            return first
+    raise CaptureError("constant-tensor", "a tensor constant with differing elements (e.g. "
+                       "torch.tensor([...]) inside the step) cannot be written as a plan const; "
+                       "pass it in the batch", src and src["file"], src and src["line"])
+
+
+def to_trace(gm, names, kinds):
+    trace = Trace()
+    refs = {}
+    placeholders = []
+    for n in gm.graph.nodes:
+        src = n.meta.get("sp_src")
+        if n.op == "placeholder":
+            i = len(placeholders)
+            placeholders.append(n)
+            node = Node(len(trace.nodes), "input", [], {}, _metas(n), src)
+            trace.nodes.append(node)
+            trace.inputs.append(Input(node.id, kinds[i], names[i]))
+            refs[n] = Ref(node.id)
+        elif n.op == "call_function":
+            if n.target is operator.getitem:
+                base, index = n.args
+                refs[n] = Ref(refs[base].node, index)
+                outs = trace.nodes[refs[base].node].outs
+                while len(outs) <= index:
+                    outs.append(None)
+                if outs[index] is None:  # real mode: only the getitem node has the meta
+                    outs[index] = _meta_of(n.meta.get("val", n.meta.get("tensor_meta")))
+                continue
+            op = str(n.target)
+            if op == "aten.copy_.default" and n.args[0] in placeholders:
+                i = placeholders.index(n.args[0])
+                if kinds[i] == "param":
+                    trace.updated[names[i]] = refs[n.args[1]]
+                    continue
+                if kinds[i] == "buffer":
+                    raise CaptureError("buffer-update", f"the step updates buffer {names[i]!r} in "
+                                       "place; only parameters may change in v1",
+                                       src and src["file"], src and src["line"])
+            args = [_convert_arg(a, refs) for a in n.args]
+            kwargs = {k: _convert_arg(v, refs) for k, v in n.kwargs.items()}
+            node = Node(len(trace.nodes), op, args, kwargs, _metas(n), src)
+            trace.nodes.append(node)
+            refs[n] = Ref(node.id)
+            if op == "shardproof.mark_grad.default":
+                trace.grads[names[args[1]]] = Ref(node.id)
+        elif n.op == "get_attr":
+            tensor = getattr(gm, n.target)
+            value = _constant_value(tensor, src)
+            node = Node(len(trace.nodes), "shardproof.constant", [value], {}, [_meta_of(tensor)],
+                        src)
+            trace.nodes.append(node)
+            refs[n] = Ref(node.id)
+        elif n.op == "output":
+            outs = n.args[0] if isinstance(n.args[0], (list, tuple)) else [n.args[0]]
+            trace.results = [refs[o] for o in outs if isinstance(o, torch.fx.Node)]
+        else:
+            raise CaptureError("capture", f"unexpected graph node {n.op} {n.target}")
+    for i, n in enumerate(placeholders):
+        if kinds[i] == "param" and names[i] not in trace.updated:
+            trace.updated[names[i]] = refs[n]
+    return trace
+
+
+def trace_function(fn, inputs):
+    """Traces fn(*inputs) on real tensors (both passes) for fidelity tests: inputs are
+    batch inputs named in0, in1, ...; trace.results are fn's returned tensors."""
+    ops()
+    with recording_sources():
+        g1 = make_fx(fn)(*inputs)
+        g2 = make_fx(functionalize(_SourceInterpreter(g1).run))(*[i.detach() for i in inputs])
+    names = [f"in{i}" for i in range(len(inputs))]
+    return to_trace(g2, names, ["batch"] * len(inputs))

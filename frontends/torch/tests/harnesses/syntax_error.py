@@ -1,0 +1,3 @@
+MESH = {"dp": 2
+def build_logical():
+    pass
