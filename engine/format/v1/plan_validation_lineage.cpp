@@ -31,10 +31,11 @@ bool is_extent(const Shape& shape, const SliceSpec& slice) {
   return true;
 }
 
-// Every part set is named by (tensor, slice, n).
-using PartSetKey = std::tuple<std::string, SliceSpec, int64_t>;
+// Every part set is named by (tensor, slice, n, scale): parts scaled
+// alike add up to the scaled slice, so a set is complete only in one scale.
+using PartSetKey = std::tuple<std::string, SliceSpec, int64_t, int64_t, int64_t>;
 PartSetKey part_set_of(const Lineage& lin) {
-  return {lin.tensor, lin.slice, lin.part_n};
+  return {lin.tensor, lin.slice, lin.part_n, lin.scale_num, lin.scale_den};
 }
 
 // Sweeps one dimension at a time over the boundaries of the boxes that
@@ -88,7 +89,7 @@ class LineageChecker {
     const TensorDecl& decl = pg_.tensors[t];
     auto what = [&] { return "lineage of " + quoted(decl.name); };
     expect_object(n, what);
-    check_keys(n, {"tensor", "slice", "part", "over"}, what);
+    check_keys(n, {"tensor", "slice", "part", "over", "scale"}, what);
     Lineage lin;
     Node tn = require(n, "tensor", what, "lineage");
     lin.tensor = expect_string(
@@ -101,6 +102,7 @@ class LineageChecker {
     lin.slice = read_slice(n.get("slice"), logical, what);
     if (std::optional<Node> part = n.get("part")) read_part(*part, what, lin);
     if (std::optional<Node> over = n.get("over")) read_over(*over, what, lin);
+    if (std::optional<Node> scale = n.get("scale")) read_scale(*scale, what, decl, lin);
     check_against(t, logical, lin);
     return lin;
   }
@@ -204,6 +206,34 @@ class LineageChecker {
         range = {range.lo, range.last_hi(), range.last_hi() - range.lo, 1};
       lin.over.push_back(range);
     }
+  }
+
+  // "scale": a nonzero exact rational, a JSON number or a string "p/q";
+  // kept in lowest terms, so 2, 2.0 and "4/2" are one claim. Only real
+  // tensors scale (an integer's positions or a boolean cannot).
+  void read_scale(const Node& n, What what, const TensorDecl& decl, Lineage& lin) {
+    auto sw = [&] { return what.str() + " scale"; };
+    std::optional<Rational> r;
+    // A scale is small: long texts (1e99999) are refused before they cost memory.
+    const bool exact_kind =
+        n->is(jsonsrc::Value::Kind::Number) || n->is(jsonsrc::Value::Kind::String);
+    if (exact_kind && n->text.size() <= 64 && n->text.find_first_of("eE") == std::string::npos)
+      r = parse_exact_number(n->text);
+    if (!r)
+      n.fail("lineage-scale", sw() + ": expected a nonzero exact number (a JSON number or a " +
+                                  "string such as \"1/2\"; no exponent), found " + jsonsrc::describe(n.value()));
+    if (*r == 0) n.fail("lineage-scale", sw() + ": a scale is nonzero");
+    constexpr int64_t kMax = int64_t{1} << 62;  // products of two stay exact in a Rational anyway
+    const mpz_class& num = r->get_num();
+    const mpz_class& den = r->get_den();
+    if (abs(num) > kMax || den > kMax)
+      n.fail("lineage-scale",
+             sw() + ": " + rational_to_string(*r) + " has a numerator or denominator beyond 2^62");
+    if (dclass_of(decl.dtype) != DClass::Real)
+      n.fail("lineage-scale", sw() + ": only real tensors can claim a scaled value; " +
+                                  quoted(decl.name) + " is " + dtype_name(decl.dtype));
+    lin.scale_num = num.get_si();
+    lin.scale_den = den.get_si();
   }
 
   // The claim keeps the dtype class and has the slice's shape.
@@ -313,6 +343,7 @@ class LineageChecker {
     for (int t : claimants) {
       const Lineage& lin = *pg_.tensors[t].of;
       if (!lin.over.empty()) continue;  // a partial sum covers nothing
+      if (lin.scaled()) continue;       // nor does a multiple of the output
       if (!lin.has_part)
         boxes.push_back(lin.slice);
       else
