@@ -29,6 +29,7 @@ struct VerifyArgs {
   bool no_daemon = false;  // in process, same cache
   bool no_cache = false;   // in process, no cache
   bool classes = false;    // compact plans per coordinate class, even when small
+  std::string mesh;        // harness arguments (.py): mesh sizes, e.g. "dp=2,tp=4"
 };
 CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args);
 int run_verify(const VerifyArgs& args);
@@ -42,6 +43,14 @@ struct PlanArgs {
 };
 CLI::App* add_plan_command(CLI::App& app, PlanArgs& args);
 int run_plan(const PlanArgs& args);
+
+struct CaptureArgs {
+  std::string harness;        // a torch harness (.py), docs/torch-harness.md
+  std::string mesh;           // e.g. "dp=2,tp=4"; empty: the harness's MESH
+  std::string output = "-";   // the plan file; "-": stdout
+};
+CLI::App* add_capture_command(CLI::App& app, CaptureArgs& args);
+int run_capture(const CaptureArgs& args);
 
 CLI::App* add_version_command(CLI::App& app);
 int run_version();

@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "cli/harness.h"
 #include "cli/hooks_command.h"
 #include "cli/plan_verifier.h"
 #include "engine/report/report.h"
@@ -67,7 +68,17 @@ void rename_files(Report& r, const std::string& root, const std::string& display
     replace_all(r.invalid->file, root, display_root);
     replace_all(r.invalid->message, root, display_root);
   }
-  for (Finding& f : r.findings) replace_all(f.message, root, display_root);
+  for (Finding& f : r.findings) {
+    replace_all(f.message, root, display_root);
+    // A harness ran at the copy's root: its relative source paths are
+    // repository paths.
+    for (SourceRef& s : f.sources) {
+      if (s.file.rfind(root, 0) == 0)
+        replace_all(s.file, root, display_root);
+      else if (!s.file.empty() && s.file[0] != '/')
+        s.file = display_root + s.file;
+    }
+  }
 }
 
 // One plan to verify, and how to tell the user about it.
@@ -79,6 +90,7 @@ struct Work {
   std::string origin;        // why it is checked, when not simply staged
   std::string more;          // the command that shows the full report
   std::string problem;       // set: no plan to verify (its regeneration failed)
+  bool harness = false;      // a torch harness: captured at `root`, then verified
 };
 
 std::string first_line(const std::string& text) {
@@ -91,7 +103,7 @@ void print_short(const Report& r, const Work& w) {
   std::cout << first_line(report_to_text(r)) << w.origin << "\n";
   if (r.verdict == Verdict::Invalid) {
     if (r.invalid)
-      std::cout << "  " << r.invalid->to_string() << "\n";
+      std::cout << "  " << invalid_text(*r.invalid) << "\n";
     else if (!r.error.empty())
       std::cout << "  " << r.error << "\n";
   } else if (r.verdict == Verdict::InternalError && !r.error.empty()) {
@@ -108,6 +120,7 @@ void print_short(const Report& r, const Work& w) {
       if (items.size() > 6) out += ", ... (" + std::to_string(items.size()) + " in all)";
       return out;
     };
+    if (!f.sources.empty()) std::cout << "    at " << source_to_string(f.sources.front()) << "\n";
     if (!f.tensor.empty()) std::cout << "    logical tensor: " << f.tensor << "\n";
     if (!f.parallel_tensors.empty())
       std::cout << "    parallel tensors: " << list(f.parallel_tensors) << "\n";
@@ -144,6 +157,7 @@ std::vector<Work> prepare(hooks::Git& git, const hooks::Selection& selection,
   const std::string staged_root = tmp + "/staged/";
   std::vector<std::string> files;
   for (const hooks::SelectedPlan& plan : selection.plans) {
+    if (plan.harness) continue;  // it runs in the whole index's copy
     files.push_back(plan.path);
     files.insert(files.end(), plan.graphs.begin(), plan.graphs.end());
   }
@@ -155,16 +169,29 @@ std::vector<Work> prepare(hooks::Git& git, const hooks::Selection& selection,
   for (char c : git.prefix())
     if (c == '/') top_from_cwd += "../";
 
+  std::string index_copy;  // the whole index, written out once when a rule or harness needs it
+  auto whole_index = [&] {
+    if (index_copy.empty()) {
+      index_copy = tmp + "/index/";
+      git.checkout_index(index_copy);
+    }
+    return index_copy;
+  };
+
   std::vector<Work> work;
   for (const hooks::SelectedPlan& plan : selection.plans) {
     Work w;
-    w.file = staged_root + plan.path;
+    w.harness = plan.harness;
+    // A harness imports the staged content of the files beside it.
+    const std::string root = plan.harness ? whole_index() : staged_root;
+    w.file = root + plan.path;
     w.display = git.display_path(plan.path);
-    w.root = staged_root;
+    w.root = root;
     w.display_root = top_from_cwd;
     if (plan.reason != "changed") w.origin = " [" + plan.reason + "]";
     std::vector<std::string> involved = plan.graphs;
     involved.push_back(plan.path);
+    if (plan.harness && plan.reason != "changed") involved.push_back(plan.reason.substr(8));
     // `verify` reads the working tree: when that holds something else, only
     // this command shows what is staged.
     w.more = "shardproof hooks run --full " + git.display_path(plan.path);
@@ -173,16 +200,9 @@ std::vector<Work> prepare(hooks::Git& git, const hooks::Selection& selection,
     work.push_back(std::move(w));
   }
 
-  std::string index_copy;  // the whole index, written out once when a rule needs it
   for (const hooks::RegenerateJob& job : selection.jobs) {
     std::string root = git.top() + "/";
-    if (!job.in_worktree) {
-      if (index_copy.empty()) {
-        index_copy = tmp + "/index/";
-        git.checkout_index(index_copy);
-      }
-      root = index_copy;
-    }
+    if (!job.in_worktree) root = whole_index();
     Work w;
     w.display = git.display_path(job.plan);
     w.root = root;
@@ -226,7 +246,8 @@ int verify_all(const std::vector<Work>& work, const HooksArgs& args,
       continue;
     }
     if (!verifier) verifier.emplace(verify_args);
-    Report report = verifier->verify(w.file, options);
+    Report report = w.harness ? verify_harness(*verifier, w.file, "", options, w.root)
+                              : verifier->verify(w.file, options);
     rename_files(report, w.root, w.display_root);
     report.plan_path = w.display;
     if (args.full)

@@ -27,11 +27,13 @@ int main(int argc, char** argv) {
   DaemonArgs daemon_args;
   CacheArgs cache_args;
   HooksArgs hooks_args;
+  CaptureArgs capture_args;
   CLI::App* verify = add_verify_command(app, verify_args);
   CLI::App* plan = add_plan_command(app, plan_args);
   CLI::App* daemon = add_daemon_command(app, daemon_args);
   CLI::App* cache = add_cache_command(app, cache_args);
   CLI::App* hooks = add_hooks_command(app, hooks_args);
+  CLI::App* capture = add_capture_command(app, capture_args);
   CLI::App* version = add_version_command(app);
   CLI::App* eval = add_eval_command(app);
 
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
     if (daemon->parsed()) return run_daemon_command(daemon_args);
     if (cache->parsed()) return run_cache_command(cache_args);
     if (hooks->parsed()) return run_hooks_command(hooks_args);
+    if (capture->parsed()) return run_capture(capture_args);
     if (version->parsed()) return run_version();
     if (eval->parsed()) return run_eval_command();
   } catch (const std::exception& e) {

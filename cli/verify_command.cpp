@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/formats/report_formats.h"
+#include "cli/harness.h"
 #include "cli/plan_verifier.h"
 #include "engine/report/report.h"
 #include "engine/report/report_codec.h"
@@ -116,7 +117,12 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
   CLI::App* cmd = app.add_subcommand("verify",
                                      "Prove that each plan's parallel graph computes "
                                      "exactly what its logical graph computes");
-  cmd->add_option("plans", args.plans, "Plan files (format shardproof-plan/1)")->required();
+  cmd->add_option("plans", args.plans,
+                  "Plan files (format shardproof-plan/1), or torch harnesses (.py), which are "
+                  "captured first")
+      ->required();
+  cmd->add_option("--mesh", args.mesh,
+                  "Harnesses: mesh sizes overriding their MESH, e.g. dp=2,tp=4");
   cmd->add_option("--format", args.format,
                   "Output format: text, json, or for CI github (workflow commands), junit (XML), "
                   "sarif (2.1.0)")
@@ -160,7 +166,9 @@ int run_verify(const VerifyArgs& args) {
   for (const std::string& path : args.plans) {
     options.progress = progress.callback(path);
     std::optional<std::string> text;
-    Report report = verifier.verify(path, options, locate ? &text : nullptr);
+    Report report = is_harness_path(path)
+                        ? verify_harness(verifier, path, args.mesh, options)
+                        : verifier.verify(path, options, locate ? &text : nullptr);
     progress.clear();
     reports.push_back(locate_report(std::move(report), text ? &*text : nullptr));
     const Report& r = reports.back().report;

@@ -169,6 +169,11 @@ std::vector<std::string> Git::grep_plans(bool in_index) {
   return split_nul(r.out);
 }
 
+std::vector<std::string> Git::python_files() {
+  ProcessResult r = git_ok({"ls-files", "-z", "--", "*.py"});
+  return split_nul(r.out);
+}
+
 void Git::checkout_index(const std::string& dir) {
   git_ok({"checkout-index", "--all", "--force", "--prefix=" + dir});
 }

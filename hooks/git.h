@@ -54,6 +54,8 @@ class Git {
   // Tracked .json files that name the plan format, in the index or in the
   // working tree.
   std::vector<std::string> grep_plans(bool in_index);
+  // Tracked .py files (the index's entries).
+  std::vector<std::string> python_files();
   // Writes every index entry under `dir` (which must end in '/').
   void checkout_index(const std::string& dir);
   // Whether the working tree holds exactly what the index holds for these paths.
@@ -76,6 +78,7 @@ class IndexReader : public TreeReader {
     return git_.read_index(paths);
   }
   std::vector<std::string> plan_candidates() override { return git_.grep_plans(true); }
+  std::vector<std::string> python_files() override { return git_.python_files(); }
 
  private:
   Git& git_;
@@ -87,6 +90,7 @@ class WorktreeReader : public TreeReader {
   std::map<std::string, std::optional<std::string>> read(
       const std::vector<std::string>& paths) override;
   std::vector<std::string> plan_candidates() override { return git_.grep_plans(false); }
+  std::vector<std::string> python_files() override { return git_.python_files(); }
 
  private:
   Git& git_;

@@ -18,6 +18,8 @@ struct ProcessOptions {
   std::string cwd;                   // empty: this process's
   std::optional<std::string> input;  // written to its stdin; none: /dev/null
   bool merge_stderr = false;         // stderr into `out`, interleaved as written
+  // "NAME=VALUE" entries that replace (or add to) this process's environment.
+  std::vector<std::string> env;
 };
 
 // Runs argv[0] (looked up on PATH) with the environment of this process.

@@ -93,6 +93,11 @@ std::optional<RepoConfig> parse_repo_config(const std::string& text, std::string
         return std::nullopt;
       }
       config.block_unknown = value == "block";
+    } else if (key == "harnesses") {
+      if (!string_list(value, &config.harnesses)) {
+        *error = file + ": /harnesses: expected a list of glob patterns of harness files (.py)";
+        return std::nullopt;
+      }
     } else if (key == "regenerate") {
       if (!value.is_array()) {
         *error = file + ": /regenerate: expected a list of rules";

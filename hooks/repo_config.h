@@ -23,6 +23,10 @@ struct RepoConfig {
   std::vector<std::string> exclude;  // plans never verified (glob patterns)
   bool block_unknown = true;         // "unknown": "block" (default) or "warn"
   std::vector<RegenerateRule> regenerate;
+  // Torch harnesses (glob patterns of .py files, docs/torch-harness.md):
+  // each is captured and verified when it, or a local file it imports,
+  // changes (hooks/python_imports.h).
+  std::vector<std::string> harnesses;
 };
 
 // nullopt with `error` saying what is wrong (and where) when the text is

@@ -5,6 +5,7 @@
 
 #include "hooks/glob.h"
 #include "hooks/plan_scan.h"
+#include "hooks/python_imports.h"
 
 namespace shardproof::hooks {
 namespace {
@@ -24,6 +25,28 @@ std::vector<std::string> resolved_refs(const std::string& plan, const PlanHeader
   for (const std::string& ref : header.graph_refs)
     if (std::optional<std::string> path = resolve_graph_ref(plan, ref)) out.push_back(*path);
   return out;
+}
+
+// The configured harnesses that a changed .py file is, or that import one.
+void select_harnesses(const std::vector<ChangedFile>& changes, const RepoConfig& config,
+                      TreeReader& tree, Selection& selection) {
+  if (config.harnesses.empty()) return;
+  std::set<std::string> changed;
+  for (const ChangedFile& change : changes)
+    if (ends_with(change.path, ".py")) changed.insert(change.path);
+  if (changed.empty()) return;
+  for (const std::string& harness : tree.python_files()) {
+    if (!matches_any(config.harnesses, harness)) continue;
+    if (changed.count(harness)) {
+      selection.plans.push_back({harness, "changed", {}, true});
+      continue;
+    }
+    for (const std::string& dep : harness_dependencies(harness, tree))
+      if (changed.count(dep)) {
+        selection.plans.push_back({harness, "imports " + dep, {}, true});
+        break;
+      }
+  }
 }
 
 }  // namespace
@@ -83,6 +106,8 @@ Selection select_plans(const std::vector<ChangedFile>& changes, const RepoConfig
       selection.plans.push_back({path, "references " + *hit, refs});
     }
   }
+
+  select_harnesses(changes, config, tree, selection);
 
   std::erase_if(selection.plans,
                 [&](const SelectedPlan& p) { return matches_any(config.exclude, p.path); });

@@ -27,12 +27,15 @@ class TreeReader {
       const std::vector<std::string>& paths) = 0;
   // The tree's .json files that may be plans (they name the format).
   virtual std::vector<std::string> plan_candidates() = 0;
+  // The tree's .py files (torch harnesses are among them).
+  virtual std::vector<std::string> python_files() { return {}; }
 };
 
 struct SelectedPlan {
   std::string path;                 // repository path
   std::string reason;               // "changed", or "references graphs/x.json"
   std::vector<std::string> graphs;  // repository paths of the graph files it references
+  bool harness = false;             // a torch harness (.py), captured before it is verified
 };
 
 struct RegenerateJob {
@@ -49,8 +52,10 @@ struct Selection {
 };
 
 // Reads only what it must: nothing at all when no changed file is a .json
-// file or matches a regenerate rule, and the repository's other plans only
-// when a changed .json file is not a plan (it may be a graph file).
+// file, a .py file or matches a regenerate rule, and the repository's other
+// plans only when a changed .json file is not a plan (it may be a graph
+// file). A configured harness is selected when it or a local file it
+// imports changed (reason "changed" or "imports PATH").
 Selection select_plans(const std::vector<ChangedFile>& changes, const RepoConfig& config,
                        TreeReader& tree);
 

@@ -102,6 +102,10 @@ struct TestCase {
   std::string message;  // one line
   std::string body;     // the details
   double time = 0;
+  // A captured plan's finding: the user's line (the testcase's file and
+  // line attributes, which CI test reporters annotate); empty otherwise.
+  std::string file;
+  int64_t line = 0;
 };
 
 struct Counts {
@@ -128,6 +132,7 @@ std::vector<TestCase> stage_cases(const Report& r) {
       c.outcome = "failure";
       c.type = f.kind.empty() ? "finding" : f.kind;
       c.message = finding_summary(f);
+      if (!f.sources.empty()) c.file = f.sources.front().file, c.line = f.sources.front().line;
       cases.push_back(c);
       findings_in.push_back(0);
     }
@@ -179,6 +184,7 @@ TestCase verdict_case(const Report& r, size_t failed_stages) {
 std::string case_xml(const std::string& classname, const TestCase& c) {
   std::string out = "    <testcase" + attr("classname", classname) + attr("name", c.name) +
                     attr("time", seconds(c.time));
+  if (!c.file.empty()) out += attr("file", c.file) + attr("line", std::to_string(c.line));
   if (c.outcome.empty()) return out + "/>\n";
   out += ">\n      <" + c.outcome + attr("message", c.message) + attr("type", c.type) + ">" +
          xml_escape(c.body, false) + "</" + c.outcome + ">\n";

@@ -134,6 +134,12 @@ LocatedReport locate_report(Report report, const std::string* plan_text) {
   if (plan_text != nullptr && !report.findings.empty())
     locator = std::make_unique<PlanLocator>(path, *plan_text);
   for (const Finding& f : report.findings) {
+    // A captured plan's finding belongs at the user's own line, not the plan's.
+    if (!f.sources.empty()) {
+      const SourceRef& src = f.sources.front();
+      out.findings.push_back(SourceLocation{src.file, static_cast<int>(src.line), 0});
+      continue;
+    }
     std::optional<SourceLocation> at = locator ? locator->find(f) : std::nullopt;
     out.findings.push_back(at ? *at : SourceLocation{path, 1, 0});
   }

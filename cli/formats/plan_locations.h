@@ -1,6 +1,7 @@
 // Where a report's problems are in the plan's files, for the CI formats:
-// the line that declares a finding's logical tensor (else its parallel op,
-// else its parallel tensor). The Report itself carries names only (it
+// a captured plan's finding at the user's source line (Finding::sources),
+// else the line that declares a finding's logical tensor (else its parallel
+// op, else its parallel tensor). The Report itself carries names only (it
 // crosses the daemon's socket and the cache that way), so this is a pass
 // over the plan's text with the positions jsonsrc keeps, run only for
 // reports with findings.

@@ -78,6 +78,17 @@ ordered_json finding_result(const Report& r, const Finding& f, const SourceLocat
       {"plan", r.plan_path}, {"kind", f.kind},         {"stage", f.stage},
       {"tensor", f.tensor},  {"elements", f.elements}, {"parallelTensors", f.parallel_tensors},
       {"ops", f.ops}};
+  // A captured plan's further source lines (the first is the location).
+  if (f.sources.size() > 1) {
+    ordered_json related = ordered_json::array();
+    for (size_t i = 1; i < f.sources.size(); ++i) {
+      ordered_json one = location({f.sources[i].file, static_cast<int>(f.sources[i].line), 0})[0];
+      one["id"] = static_cast<int>(i);
+      one["message"] = {{"text", source_to_string(f.sources[i])}};
+      related.push_back(std::move(one));
+    }
+    out["relatedLocations"] = std::move(related);
+  }
   return out;
 }
 

@@ -82,6 +82,12 @@ std::string over_to_string(const OverSpec& over) {
   return s + "]";
 }
 
+std::string source_to_string(const SourceRef& src) {
+  std::string s = src.file + ":" + std::to_string(src.line);
+  if (!src.function.empty()) s += " (" + src.function + ")";
+  return s;
+}
+
 std::string Op::display_name() const {
   return name.empty() ? "#" + std::to_string(index) + " " + op : name;
 }

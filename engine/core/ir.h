@@ -61,6 +61,13 @@ struct Lineage {
   // logical tensor's producer with its contraction limited to this set, one
   // OverRange per axis of the index box (engine/core/contraction.h). Empty: none.
   OverSpec over;
+  // A scaled claim (docs/plan-format.md, "scale"): the tensor is scale x
+  // the claimed slice, part or restricted sum; a nonzero exact rational in
+  // lowest terms with a positive denominator. 1/1: no scale (the keys of
+  // unscaled claims never change).
+  int64_t scale_num = 1, scale_den = 1;
+  bool scaled() const { return scale_num != 1 || scale_den != 1; }
+  Rational scale() const { return Rational(scale_num) / Rational(scale_den); }
 };
 
 struct TensorDecl {
@@ -72,6 +79,17 @@ struct TensorDecl {
   std::string pointer;  // JSON pointer of the declaration, for messages
 };
 
+// Where in a user's program an op came from (a captured plan's "src"). It
+// never reaches a stage: a verdict cannot depend on it, only what findings
+// point at.
+struct SourceRef {
+  std::string file;
+  int64_t line = 0;      // 1-based
+  std::string function;  // may be empty
+};
+// "model.py:42" or "model.py:42 (forward)", for messages.
+std::string source_to_string(const SourceRef& src);
+
 struct Op {
   std::string name;          // may be empty; display_name() falls back to "#index op"
   std::string op;            // operator name, e.g. "matmul"
@@ -81,6 +99,8 @@ struct Op {
   int rank = -1;           // parallel non-collective ops: the rank they run on
   std::string pointer;     // JSON pointer of the op, for messages
   int index = 0;           // position in the plan's ops list
+  // Captured plans: where the op came from (shared by the ops of one line).
+  std::shared_ptr<const SourceRef> src;
 
   std::string display_name() const;
 };

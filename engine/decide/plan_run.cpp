@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "engine/core/parallel_for.h"
+#include "engine/decide/finding_sources.h"
 #include "engine/decide/outcome_codec.h"
 #include "engine/prove/stage_prover.h"
 #include "engine/stage/canonical.h"
@@ -400,6 +401,7 @@ void run_stages(const Plan& plan, const std::vector<StageUnit>& units, const Ver
   report.stats.stages = static_cast<int64_t>(units.size());
   StageRun run(plan, units, options, std::move(reuse));
   run.run(report);
+  attach_sources(plan, report);
   if (!record) return;
   record->stages.assign(units.size(), std::nullopt);
   record->verdict_keys.assign(units.size(), std::string());

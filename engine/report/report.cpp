@@ -226,13 +226,20 @@ std::string report_headline(const Report& report) {
   return out.str();
 }
 
+std::string invalid_text(const Diagnostic& d) {
+  // Not a place in a plan (a harness the front end refused): file:line.
+  if (d.pointer.empty() && d.column == 0 && d.line > 0)
+    return d.file + ":" + std::to_string(d.line) + ": [" + d.rule + "] " + d.message;
+  return d.to_string();
+}
+
 std::string report_to_text(const Report& report) {
   std::ostringstream out;
   out << report_headline(report) << "\n";
 
   if (report.verdict == Verdict::Invalid) {
     if (report.invalid) {
-      out << "  " << report.invalid->to_string() << "\n";
+      out << "  " << invalid_text(*report.invalid) << "\n";
     } else if (!report.error.empty()) {
       out << "  " << report.error << "\n";
     }
@@ -250,6 +257,9 @@ std::string finding_to_text(const Finding& f) {
   out << "  " << (f.kind.empty() ? "finding" : f.kind);
   if (!f.stage.empty()) out << " in " << f.stage;
   out << "\n";
+  // A captured plan's finding starts where the user will look: their lines.
+  for (size_t i = 0; i < f.sources.size(); ++i)
+    out << (i == 0 ? "    at " : "       ") << source_to_string(f.sources[i]) << "\n";
   if (!f.tensor.empty()) out << "    logical tensor: " << f.tensor << "\n";
   if (!f.elements.empty()) out << "    elements: " << elements_to_text(f.elements) << "\n";
   if (!f.parallel_tensors.empty()) {
@@ -271,6 +281,7 @@ std::string finding_summary(const Finding& f) {
     parts.push_back("parallel tensors " + join(f.parallel_tensors, ", "));
   }
   if (!f.ops.empty()) parts.push_back("ops " + join(f.ops, ", "));
+  if (!f.sources.empty()) parts.push_back("at " + source_to_string(f.sources.front()));
   if (!parts.empty()) out += ": " + join(parts, "; ");
   if (!f.message.empty()) out += ". " + f.message;
   return out;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/diagnostic.h"
+#include "engine/core/ir.h"
 
 namespace shardproof {
 
@@ -32,6 +33,10 @@ struct Finding {
   std::vector<std::string> ops;                // parallel ops that produced them
   nlohmann::json counterexample;               // input values at reduced size, and the two results
   std::string message;                         // one readable sentence
+  // A captured plan's: where in the user's program the finding's ops came
+  // from (their "src"), distinct, in the order of `ops`; then the logical
+  // tensor's producer's. Empty for plans without "src".
+  std::vector<SourceRef> sources;
 };
 
 struct Stats {
@@ -65,6 +70,10 @@ struct Report {
 
 // The verdict line, without a newline: "plan.json: NOT EQUIVALENT (4 stages, ...)".
 std::string report_headline(const Report& report);
+// An invalid input's diagnostic: Diagnostic::to_string, or "file:line:
+// [rule] message" for one that has no place in a plan (no pointer, no
+// column: a torch harness the front end refused).
+std::string invalid_text(const Diagnostic& d);
 // One verdict line, then each finding readable by a person.
 std::string report_to_text(const Report& report);
 // One finding as report_to_text shows it: indented lines, counterexample included.

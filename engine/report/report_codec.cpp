@@ -22,6 +22,10 @@ Finding finding_from_json(const json& j) {
   f.ops = j.at("ops").get<std::vector<std::string>>();
   f.counterexample = j.at("counterexample");
   f.message = j.at("message").get<std::string>();
+  if (const auto sources = j.find("sources"); sources != j.end())
+    for (const json& s : *sources)
+      f.sources.push_back({s.at("file").get<std::string>(), s.at("line").get<int64_t>(),
+                           s.value("function", std::string())});
   return f;
 }
 
@@ -68,6 +72,13 @@ nlohmann::json report_to_json(const Report& report) {
                         {"ops", f.ops},
                         {"counterexample", f.counterexample},
                         {"message", f.message}});
+    // Only captured plans have sources: other reports keep their JSON.
+    if (!f.sources.empty()) {
+      json sources = json::array();
+      for (const SourceRef& s : f.sources)
+        sources.push_back({{"file", s.file}, {"line", s.line}, {"function", s.function}});
+      findings.back()["sources"] = std::move(sources);
+    }
   }
   j["findings"] = std::move(findings);
 

@@ -23,6 +23,8 @@ class Writer {
     number(static_cast<int64_t>(v.size()));
     for (int x : v) number(x);
   }
+  // A token no number starts with: marks a field only some stages have.
+  void tag(const char* t) { out_ += t; }
   void slice(const SliceSpec& s) {
     number(static_cast<int64_t>(s.size()));
     for (auto& [lo, hi] : s) number(lo), number(hi);
@@ -63,6 +65,13 @@ std::string canonical_bytes(const Stage& stage, bool with_full_size) {
       // A restricted claim's box is in the ops that compute its logical
       // tensor (logical_index), at reduced positions; only its rank here.
       w.number(static_cast<int64_t>(t.of->over.size()));
+      // A scaled claim's factor (never written for 1: unscaled stages keep
+      // their keys), so a wrong scale never shares the right one's key.
+      if (t.of->scaled()) {
+        w.tag("s");
+        w.number(t.of->scale_num);
+        w.number(t.of->scale_den);
+      }
     } else {
       w.number(-1);
     }

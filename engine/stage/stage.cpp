@@ -19,8 +19,10 @@ struct GroupKey {
   SliceSpec slice;
   int64_t parts;
   OverSpec over;
+  std::pair<int64_t, int64_t> scale;  // a scaled claim's factor (1/1: none)
   bool operator<(const GroupKey& o) const {
-    return std::tie(logical, slice, parts, over) < std::tie(o.logical, o.slice, o.parts, o.over);
+    return std::tie(logical, slice, parts, over, scale) <
+           std::tie(o.logical, o.slice, o.parts, o.over, o.scale);
   }
 };
 
@@ -455,7 +457,11 @@ std::vector<StageUnit> cut_units(const Plan& plan, int jobs) {
   auto consider = [&](int t) {
     const TensorDecl& d = par.tensors[t];
     if (!d.of || inputs.count(t)) return;  // input claims are assumptions
-    GroupKey key{d.of->logical, d.of->slice, d.of->has_part ? d.of->part_n : 0, d.of->over};
+    GroupKey key{d.of->logical,
+                 d.of->slice,
+                 d.of->has_part ? d.of->part_n : 0,
+                 d.of->over,
+                 {d.of->scale_num, d.of->scale_den}};
     auto& members = groups[key];
     if (members.empty()) order.push_back(key);
     if (std::find(members.begin(), members.end(), t) == members.end()) members.push_back(t);
@@ -473,6 +479,7 @@ std::vector<StageUnit> cut_units(const Plan& plan, int jobs) {
                        order[i].slice,
                        order[i].parts,
                        order[i].over,
+                       order[i].scale,
                        std::move(members),
                        {},
                        {},
@@ -485,6 +492,8 @@ std::string stage_title(const Plan& plan, const StageUnit& unit) {
   std::string title = slice_to_string(plan.logical.tensors[unit.logical].name, unit.slice);
   if (unit.parts) title += " (" + std::to_string(unit.parts) + " parts)";
   if (!unit.over.empty()) title += " over " + over_to_string(unit.over);
+  if (unit.scale != std::pair<int64_t, int64_t>{1, 1})
+    title += " scaled by " + rational_to_string(Rational(unit.scale.first) / unit.scale.second);
   return title;
 }
 
@@ -508,6 +517,7 @@ Stage build_stage(const Plan& plan, const StageUnit& unit, int id) {
                         [](const StageOp& op) { return !op.parallel; });
   stage.slice = unit.slice;
   stage.parts = unit.parts;
+  stage.scale = unit.scale;
   stage.title = stage_title(plan, unit);
   stage.full_position.clear();  // identity until shape reduction fills it
   return stage;

@@ -90,6 +90,10 @@ struct Stage {
   int target = -1;           // stage tensor index of the logical tensor claimed
   SliceSpec slice;           // the claimed slice, current coordinates
   int64_t parts = 0;         // 0: plain claims; n: additive parts 0..n-1
+  // A scaled claim group's factor (numerator, denominator; 1/1: none): the
+  // members are scale x the target (or their parts add up to that).
+  std::pair<int64_t, int64_t> scale{1, 1};
+  bool scaled() const { return scale != std::pair<int64_t, int64_t>{1, 1}; }
   std::vector<int> members;  // stage tensor indices of the claiming parallel tensors
   std::vector<StageTensor> tensors;
   std::vector<StageOp> ops;  // logical ops, then parallel ops, each producers first
@@ -122,6 +126,7 @@ struct StageUnit {
   SliceSpec slice;                               // the claimed slice
   int64_t parts = 0;                             // 0: plain claims; n: additive parts 0..n-1
   OverSpec over;                                 // a restricted claim's set (empty: none)
+  std::pair<int64_t, int64_t> scale{1, 1};       // a scaled claim's factor (1/1: none)
   std::vector<int> members;                      // parallel tensors of the claim group
   std::vector<int> logical_cone, parallel_cone;  // op indices, producers first
   // Logical contractions the stage restricts (the target's producer for a

@@ -27,13 +27,14 @@ struct ClaimChecks {
 // Plain claims: one ClaimChecks per member (each replica must equal the
 // logical slice). Parts: one ClaimChecks for the sum of one representative
 // of each part, plus one per further replica of a part (it must equal its
-// representative).
+// representative). A scaled group compares with the logical slice times its
+// scale (stage_eval.h, scaled_by).
 template <class Alg>
 std::vector<ClaimChecks<typename Alg::Value>> build_claims(Alg& alg, const Stage& stage,
                                                            const StageValues<Alg>& values) {
   using V = typename Alg::Value;
   std::vector<ClaimChecks<V>> claims;
-  Tensor<V> logical = slice_of(*values[stage.target], stage.slice);
+  Tensor<V> logical = scaled_by(alg, slice_of(*values[stage.target], stage.slice), stage.scale);
   if (stage.parts == 0) {
     for (int m : stage.members) {
       ClaimChecks<V> c;

@@ -43,6 +43,17 @@ Tensor<V> slice_of(const Tensor<V>& whole, const SliceSpec& slice) {
   return out;
 }
 
+// `values` times a scaled claim's factor (numerator, denominator); the
+// values themselves when it is 1, so unscaled claims keep their terms.
+template <class Alg>
+Tensor<typename Alg::Value> scaled_by(Alg& alg, Tensor<typename Alg::Value> values,
+                                      std::pair<int64_t, int64_t> scale) {
+  if (scale == std::pair<int64_t, int64_t>{1, 1}) return values;
+  const auto factor = alg.constant(Rational(scale.first) / scale.second, values.cls);
+  for (auto& v : values.data) v = alg.mul(factor, v);
+  return values;
+}
+
 template <class Alg>
 using StageValues = std::vector<std::optional<Tensor<typename Alg::Value>>>;
 
@@ -93,13 +104,17 @@ StageValues<Alg> evaluate_stage(
   // Parallel free tensors: a plain claim is the logical slice itself; parts
   // 0..n-2 of one (tensor, slice, n) are free leaves and part n-1 is the
   // logical slice minus them, which parametrises every set of parts that
-  // sums to the slice. Replicas of one part share its leaves.
-  using PartKey = std::tuple<int, SliceSpec, int64_t>;
+  // sums to the slice. Replicas of one part share its leaves. A scaled
+  // claim (scale c != 0) is c times the slice; scaled parts add up to c
+  // times it, so the same leaves parametrise them with c x slice in place
+  // of the slice.
+  using PartKey = std::tuple<int, SliceSpec, int64_t, int64_t, int64_t>;
   std::map<PartKey, std::map<int64_t, int>> part_owner;  // key -> k -> owning tensor
   for (size_t t = 0; t < stage.tensors.size(); ++t) {
     const StageTensor& st = stage.tensors[t];
     if (st.parallel && st.free && st.of && st.of->has_part) {
-      auto& owners = part_owner[{st.logical_index, st.of->slice, st.of->part_n}];
+      auto& owners = part_owner[{st.logical_index, st.of->slice, st.of->part_n, st.of->scale_num,
+                                 st.of->scale_den}];
       owners.emplace(st.of->part_k, static_cast<int>(t));
     }
   }
@@ -114,13 +129,15 @@ StageValues<Alg> evaluate_stage(
   for (size_t t = 0; t < stage.tensors.size(); ++t) {
     const StageTensor& st = stage.tensors[t];
     if (!st.parallel || !st.free || !st.of) continue;
-    Tensor<V> logical = slice_of(*values[st.logical_index], st.of->slice);
+    Tensor<V> logical = scaled_by(alg, slice_of(*values[st.logical_index], st.of->slice),
+                                  {st.of->scale_num, st.of->scale_den});
     DClass cls = dclass_of(st.dtype);
     if (!st.of->has_part) {
       values[t] = std::move(logical);
       continue;
     }
-    auto& owners = part_owner[{st.logical_index, st.of->slice, st.of->part_n}];
+    auto& owners = part_owner[{st.logical_index, st.of->slice, st.of->part_n, st.of->scale_num,
+                               st.of->scale_den}];
     if (st.of->part_k != st.of->part_n - 1) {
       values[t] = part_leaves(owners.at(st.of->part_k), st.shape, cls);
       continue;

@@ -41,11 +41,12 @@ std::optional<std::vector<int64_t>> uncovered(const Shape& shape,
 void LineageRules::add(const ClaimFact& claim) {
   const size_t order = added_++;
   if (claim.has_part) {
-    auto [it, fresh] = parts_.try_emplace(PartSetKey{claim.tensor, claim.slice, claim.n});
+    auto [it, fresh] = parts_.try_emplace(
+        PartSetKey{claim.tensor, claim.slice, claim.n, claim.scale_num, claim.scale_den});
     if (fresh) it->second.first = claim.origin, it->second.order = order;
     it->second.ks.insert(claim.k);
     if (claim.output) it->second.output_ks.insert(claim.k);
-  } else if (claim.output && !claim.restricted) {
+  } else if (claim.output && !claim.restricted && claim.scale_num == 1 && claim.scale_den == 1) {
     plain_[claim.tensor].push_back(claim.slice);
   }
 }
@@ -72,9 +73,10 @@ std::optional<CoverageHole> LineageRules::first_coverage_hole(const Graph& logic
     std::vector<SliceSpec> covered;
     if (auto it = plain_.find(out.name); it != plain_.end()) covered = it->second;
     // A part set covers its slice when the outputs hold every part.
-    for (auto it = parts_.lower_bound(PartSetKey{out.name, {}, 0});
+    for (auto it = parts_.lower_bound(PartSetKey{out.name, {}, 0, 0, 0});
          it != parts_.end() && std::get<0>(it->first) == out.name; ++it)
-      if (static_cast<int64_t>(it->second.output_ks.size()) == std::get<2>(it->first))
+      if (static_cast<int64_t>(it->second.output_ks.size()) == std::get<2>(it->first) &&
+          std::get<3>(it->first) == 1 && std::get<4>(it->first) == 1)
         covered.push_back(std::get<1>(it->first));
     if (std::optional<std::vector<int64_t>> hole = first_uncovered(out.shape, covered))
       return CoverageHole{i, std::move(*hole), std::move(covered)};

@@ -30,10 +30,12 @@ struct ClaimFact {
   bool restricted = false;  // "over": a partial sum, which covers nothing
   bool output = false;      // a parallel output's claim
   size_t origin = 0;
+  int64_t scale_num = 1, scale_den = 1;  // "scale": a multiple, which covers nothing
 };
 
-// A part set is named by (tensor, slice, n).
-using PartSetKey = std::tuple<std::string, SliceSpec, int64_t>;
+// A part set is named by (tensor, slice, n, scale): parts scaled alike add
+// up to the scaled slice, so a set is complete only in one scale.
+using PartSetKey = std::tuple<std::string, SliceSpec, int64_t, int64_t, int64_t>;
 
 // Rule 4 broken: a part set some tensor claims lacks part `missing`.
 struct MissingPart {
@@ -60,8 +62,8 @@ class LineageRules {
   // The first logical output (in output order) with an element that no
   // parallel output covers: plain claims of outputs, and the slices of part
   // sets that the outputs hold completely (parts held by intermediate
-  // tensors sum to nothing the plan returns). Restricted claims cover
-  // nothing.
+  // tensors sum to nothing the plan returns). Restricted and scaled claims
+  // cover nothing.
   std::optional<CoverageHole> first_coverage_hole(const Graph& logical) const;
 
  private:

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/core/diagnostic.h"
@@ -96,6 +98,12 @@ int64_t expect_int(const Node& n, std::string_view rule, What what, int64_t lo, 
 void check_keys(const Node& obj, std::initializer_list<std::string_view> allowed, What what);
 Node require(const Node& obj, std::string_view key, What what,
              std::string_view rule = "missing-key");
+
+// An op's "src" ({"file", "line", "function"}: where a captured program
+// made it; rule "src"). Ops of one line share one SourceRef: `seen` interns
+// them for the graph being read.
+using SourceInterner = std::unordered_map<std::string, std::shared_ptr<const SourceRef>>;
+std::shared_ptr<const SourceRef> read_source(const Node& n, What what, SourceInterner& seen);
 
 // Positions kept from reading a graph, for messages of later checks.
 struct GraphSyntax {

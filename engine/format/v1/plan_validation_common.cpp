@@ -136,6 +136,25 @@ Node require(const Node& obj, std::string_view key, What what, std::string_view 
   return *n;
 }
 
+std::shared_ptr<const SourceRef> read_source(const Node& n, What what, SourceInterner& seen) {
+  auto sw = [&] { return what.str() + " src"; };
+  if (!n->is(jsonsrc::Value::Kind::Object))
+    n.fail("src", sw() + ": expected {\"file\": F, \"line\": N, \"function\": FN}, found " +
+                      jsonsrc::describe(n.value()));
+  check_keys(n, {"file", "line", "function"}, sw);
+  SourceRef src;
+  src.file = expect_string(require(n, "file", sw, "src"), [&] { return sw() + " file"; }, "src");
+  if (src.file.empty()) n.get("file")->fail("src", sw() + " file: a file name is not empty");
+  src.line = expect_int(require(n, "line", sw, "src"), "src", [&] { return sw() + " line"; }, 1,
+                        INT32_MAX);
+  if (std::optional<Node> fn = n.get("function"))
+    src.function = expect_string(*fn, [&] { return sw() + " function"; }, "src");
+  std::string key = src.file + '\0' + std::to_string(src.line) + '\0' + src.function;
+  std::shared_ptr<const SourceRef>& interned = seen[key];
+  if (!interned) interned = std::make_shared<const SourceRef>(std::move(src));
+  return interned;
+}
+
 std::string claim_text(const Lineage& lin) {
   std::string s = lin.tensor + "[";
   for (size_t d = 0; d < lin.slice.size(); ++d)
@@ -145,6 +164,7 @@ std::string claim_text(const Lineage& lin) {
   if (lin.has_part)
     s += " part " + std::to_string(lin.part_k) + " of " + std::to_string(lin.part_n);
   if (!lin.over.empty()) s += " over " + over_to_string(lin.over);
+  if (lin.scaled()) s += " scaled by " + rational_to_string(lin.scale());
   return s;
 }
 

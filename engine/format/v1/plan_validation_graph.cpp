@@ -279,7 +279,7 @@ class GraphReader {
       return op.name.empty() ? "op " + std::to_string(index) : "op " + quoted(op.name);
     };
     expect_object(n, what);
-    check_keys(n, {"name", "op", "in", "out", "attrs", "group", "rank"}, what);
+    check_keys(n, {"name", "op", "in", "out", "attrs", "group", "rank", "src"}, what);
     op.index = index;
     op.pointer = std::move(pointer);
     if (std::optional<Node> name = n.get("name")) {
@@ -306,6 +306,7 @@ class GraphReader {
         op.attrs.emplace(attrs->value().keys[i].name, read_attr(attrs->member(i)));
     }
     read_op_placement(n, what, def->collective(), op);
+    if (std::optional<Node> src = n.get("src")) op.src = read_source(*src, what, sources_);
     return op;
   }
 
@@ -569,6 +570,7 @@ class GraphReader {
   GraphSyntax syn_;
   std::vector<const OpDef*> defs_;        // per op, from read_op
   std::vector<TensorInfo> infer_inputs_;  // check_op_shapes' scratch
+  SourceInterner sources_;                // ops' "src", one per line
   const bool rereading_ = false;
 };
 

@@ -49,7 +49,7 @@ class LineageChecker {
     const TensorDecl& decl = pg_.tensors[t];
     auto what = [&] { return "lineage of " + quoted(decl.name); };
     expect_object(n, what);
-    check_keys(n, {"tensor", "slice", "part", "over"}, what);
+    check_keys(n, {"tensor", "slice", "part", "over", "scale"}, what);
     Lineage lin;
     Node tn = require(n, "tensor", what, "lineage");
     lin.tensor = expect_string(
@@ -62,6 +62,7 @@ class LineageChecker {
     lin.slice = read_slice(n.get("slice"), logical, what);
     if (std::optional<Node> part = n.get("part")) read_part(*part, what, lin);
     if (std::optional<Node> over = n.get("over")) read_over(*over, what, lin);
+    if (std::optional<Node> scale = n.get("scale")) read_scale(*scale, what, decl, lin);
     check_against(t, logical, lin);
     return lin;
   }
@@ -167,6 +168,35 @@ class LineageChecker {
     }
   }
 
+  // "scale": a nonzero exact rational, a JSON number or a string "p/q";
+  // kept in lowest terms, so 2, 2.0 and "4/2" are one claim. Only real
+  // tensors scale (an integer's positions or a boolean cannot).
+  void read_scale(const Node& n, What what, const TensorDecl& decl, Lineage& lin) {
+    auto sw = [&] { return what.str() + " scale"; };
+    std::optional<Rational> r;
+    // A scale is small: long texts (1e99999) are refused before they cost memory.
+    const bool exact_kind =
+        n->is(jsonsrc::Value::Kind::Number) || n->is(jsonsrc::Value::Kind::String);
+    if (exact_kind && n->text.size() <= 64 && n->text.find_first_of("eE") == std::string::npos)
+      r = parse_exact_number(n->text);
+    if (!r)
+      n.fail("lineage-scale", sw() + ": expected a nonzero exact number (a JSON number or a " +
+                                  "string such as \"1/2\"; no exponent), found " +
+                                  jsonsrc::describe(n.value()));
+    if (*r == 0) n.fail("lineage-scale", sw() + ": a scale is nonzero");
+    constexpr int64_t kMax = int64_t{1} << 62;  // products of two stay exact in a Rational anyway
+    const mpz_class& num = r->get_num();
+    const mpz_class& den = r->get_den();
+    if (abs(num) > kMax || den > kMax)
+      n.fail("lineage-scale",
+             sw() + ": " + rational_to_string(*r) + " has a numerator or denominator beyond 2^62");
+    if (dclass_of(decl.dtype) != DClass::Real)
+      n.fail("lineage-scale", sw() + ": only real tensors can claim a scaled value; " +
+                                  quoted(decl.name) + " is " + dtype_name(decl.dtype));
+    lin.scale_num = num.get_si();
+    lin.scale_den = den.get_si();
+  }
+
   // The claim keeps the dtype class and has the slice's shape.
   void check_against(size_t t, const TensorDecl& logical, const Lineage& lin) {
     const TensorDecl& decl = pg_.tensors[t];
@@ -231,8 +261,11 @@ class LineageChecker {
     for (int t : pg_.outputs) is_output[t] = true;
     auto fact = [&](size_t t) {
       const Lineage& lin = *pg_.tensors[t].of;
-      return ClaimFact{lin.tensor, lin.slice,         lin.has_part, lin.part_k,
-                       lin.part_n, !lin.over.empty(), is_output[t], t};
+      ClaimFact f{lin.tensor, lin.slice,         lin.has_part, lin.part_k,
+                  lin.part_n, !lin.over.empty(), is_output[t], t};
+      f.scale_num = lin.scale_num;
+      f.scale_den = lin.scale_den;
+      return f;
     };
     for (size_t t = 0; t < pg_.tensors.size(); ++t)
       if (pg_.tensors[t].of && pg_.tensors[t].of->has_part) rules.add(fact(t));

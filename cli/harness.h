@@ -1,0 +1,63 @@
+// Torch harnesses (docs/torch-harness.md): a `.py` argument of `verify` or
+// `capture` is captured into a plan by the PyTorch front end
+// (frontends/torch, pure Python), run as
+//   $SHARDPROOF_PYTHON -m shardproof_torch capture H.py [--mesh M] -o PLAN --emit src,scale
+// Where the interpreter and the front end are is docs/cli.md's "Harnesses".
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "engine/report/report.h"
+#include "engine/verifier.h"
+
+namespace shardproof::cli {
+
+// True for a harness argument: a path ending in ".py".
+bool is_harness_path(const std::string& path);
+
+struct CaptureOutcome {
+  int exit_code = 4;    // the front end's: 0 captured, 2 invalid harness, 4 internal
+  std::string message;  // what it wrote on stderr (its `file:line: [rule] text` line on exit 2)
+};
+
+// Captures `harness` (with `mesh`, "dp=2,tp=4" or empty) into the plan file
+// `output`. Never throws: a missing interpreter or front end is exit 2 with
+// a message that says what to install or set.
+// The front end runs in `cwd` (empty: this process's), which its source
+// locations are relative to.
+CaptureOutcome capture_harness(const std::string& harness, const std::string& mesh,
+                               const std::string& output, const std::string& cwd = "");
+
+// The report of a harness that could not be captured: invalid (exit 2) with
+// the front end's `file:line: [rule] text` as its diagnostic, or an internal
+// error (exit 4).
+Report capture_failure_report(const std::string& harness, const CaptureOutcome& outcome);
+
+class PlanVerifier;
+
+// A harness captured into a plan in a private directory, then verified like
+// any plan by `verifier` (through the daemon, so cached stages are reused).
+// The report names the harness; a harness that cannot be captured is
+// invalid (exit 2) with the front end's `file:line: [rule]` message. A
+// captured plan the engine refuses is kept, and its path said on stderr.
+Report verify_harness(PlanVerifier& verifier, const std::string& harness, const std::string& mesh,
+                      const VerifyOptions& options, const std::string& cwd = "");
+
+// A private temporary directory, removed with everything in it on
+// destruction unless keep() was called.
+class CaptureDir {
+ public:
+  CaptureDir();
+  ~CaptureDir();
+  CaptureDir(const CaptureDir&) = delete;
+  CaptureDir& operator=(const CaptureDir&) = delete;
+  const std::string& path() const { return path_; }
+  void keep() { keep_ = true; }
+
+ private:
+  std::string path_;
+  bool keep_ = false;
+};
+
+}  // namespace shardproof::cli

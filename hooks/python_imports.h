@@ -1,0 +1,39 @@
+// Which local Python files a torch harness depends on, so the hooks run it
+// when any of them changes: the `import` statements of the harness and,
+// transitively, of every local file it imports, resolved as Python would
+// from the harness's directory (first on sys.path, docs/torch-harness.md)
+// and from the repository root (the front end's working directory). A scan
+// of the text, not Python: an import inside a string may count too, which
+// only runs the harness once more than needed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hooks/selection.h"
+
+namespace shardproof::hooks {
+
+// One import statement: `import a.b` (module "a.b"), `from .m import x, y`
+// (level 1, module "m", names x and y).
+struct PythonImport {
+  int level = 0;                   // leading dots of a relative import
+  std::string module;              // dotted; may be empty (`from . import x`)
+  std::vector<std::string> names;  // `from ... import` names ("*" included)
+};
+
+std::vector<PythonImport> scan_python_imports(const std::string& source);
+
+// The repository paths that `import` may load, when `importer` (a
+// repository path) holds it and `harness_dir` is the harness's directory
+// ("" at the root): modules, their packages' __init__.py, and the names a
+// `from` import may take as submodules.
+std::vector<std::string> import_candidates(const PythonImport& import, const std::string& importer,
+                                           const std::string& harness_dir);
+
+// The harness and every local file it imports, transitively, as present in
+// `tree` (sorted). Stops after `limit` files.
+std::vector<std::string> harness_dependencies(const std::string& harness, TreeReader& tree,
+                                              size_t limit = 2000);
+
+}  // namespace shardproof::hooks
