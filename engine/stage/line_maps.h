@@ -67,14 +67,14 @@ class LineMaps {
   }
 
   // Lays out every line: pieces of frozen lines keep their length, others
-  // min(length, cap) with cap from `caps` (default 2). May be called again.
-  void build(const std::set<int>& frozen, const std::map<int, int64_t>& caps) {
+  // min(length, cap) with cap from `caps` (default `piece`). May be called again.
+  void build(const std::set<int>& frozen, const std::map<int, int64_t>& caps, int64_t piece = 2) {
     frozen_ = frozen;
     plain_.clear();
     product_memo_.clear();
     for (auto& [root, set] : bounds_) {
       auto cap = caps.find(root);
-      int64_t limit = cap == caps.end() ? 2 : cap->second;
+      int64_t limit = cap == caps.end() ? piece : cap->second;
       LineMap m;
       m.bounds.assign(set.begin(), set.end());
       int64_t r = 0;

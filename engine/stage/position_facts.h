@@ -7,6 +7,7 @@
 
 #include "engine/ops/op_def.h"
 #include "engine/stage/axis_lines.h"
+#include "engine/stage/value_variation.h"
 
 namespace shardproof::reduction {
 
@@ -46,20 +47,33 @@ inline PositionFacts position_facts(const Stage& stage) {
 
 class AxisRelationsImpl : public AxisRelations {
  public:
-  AxisRelationsImpl(AxisLines& lines, const StageOp& op, PositionFacts& facts)
-      : lines_(lines), op_(op), facts_(facts), mentioned_(op.in.size() + op.out.size()) {}
-  void same(AxisRef a, AxisRef b) override { lines_.relate(axis(a), axis(b), 0); }
+  // `record` keeps the op's relations by operand slot (value_variation.h).
+  AxisRelationsImpl(AxisLines& lines, const StageOp& op, PositionFacts& facts, OpAxes& record)
+      : lines_(lines),
+        op_(op),
+        facts_(facts),
+        record_(record),
+        mentioned_(op.in.size() + op.out.size()) {}
+  void same(AxisRef a, AxisRef b) override {
+    record_.pairs.push_back({a, b});
+    lines_.relate(axis(a), axis(b), 0);
+  }
   void sub_range(AxisRef part, AxisRef whole, int64_t offset) override {
+    record_.pairs.push_back({part, whole});
     lines_.relate(axis(part), axis(whole), offset);
   }
   void product(AxisRef whole, const std::vector<AxisRef>& factors) override {
+    record_.products.push_back({whole, factors});
     std::vector<int> ids;
     for (AxisRef f : factors) ids.push_back(axis(f));
     lines_.product(axis(whole), ids);
   }
   void freeze(AxisRef a) override { lines_.freeze(axis(a)); }
   void broadcast(AxisRef a) override { lines_.mark_broadcast(axis(a)); }
-  void combine(AxisRef a) override { lines_.mark_combined(axis(a)); }
+  void combine(AxisRef a) override {
+    record_.combines.push_back(a);
+    lines_.mark_combined(axis(a));
+  }
   void compare_broadcast(AxisRef a) override { lines_.mark_comparison_broadcast(axis(a)); }
   void shift_broadcast(AxisRef a) override {
     lines_.mark_shift_broadcast(axis(a), lines_.value(op_.out.at(0)));
@@ -127,6 +141,7 @@ class AxisRelationsImpl : public AxisRelations {
   AxisLines& lines_;
   const StageOp& op_;
   PositionFacts& facts_;
+  OpAxes& record_;
   std::vector<bool> mentioned_;
 };
 

@@ -12,6 +12,7 @@
 #include "engine/stage/line_maps.h"
 #include "engine/stage/position_facts.h"
 #include "engine/stage/position_lines.h"
+#include "engine/stage/value_variation.h"
 
 namespace shardproof {
 namespace {
@@ -40,12 +41,16 @@ enum Failure : int { kOk = -1, kLineage = -2, kUnmappable = -3, kConstant = -4 }
 void relate_stage(const Stage& stage, const Restrictions& restrictions, AxisLines& lines,
                   PositionFacts& facts) {
   const OpRegistry& registry = OpRegistry::instance();
-  for (const StageOp& op : stage.ops) {
-    AxisRelationsImpl rel(lines, op, facts);
+  std::vector<OpAxes> axes(stage.ops.size());
+  for (size_t i = 0; i < stage.ops.size(); ++i) {
+    const StageOp& op = stage.ops[i];
+    AxisRelationsImpl rel(lines, op, facts, axes[i]);
     registry.find(op.op)->relate_axes(op.attrs, infos(stage, op.in, true),
                                       infos(stage, op.out, true), rel);
     rel.finish(stage);
   }
+  // Sums whose terms may repeat along the summed line, or saturate, keep it whole.
+  for (auto [t, d] : count_exposing_axes(stage, axes)) lines.freeze(lines.axis(t, d));
   for (size_t t = 0; t < stage.tensors.size(); ++t) {
     const StageTensor& st = stage.tensors[t];
     int ti = static_cast<int>(t);
@@ -70,7 +75,7 @@ void relate_stage(const Stage& stage, const Restrictions& restrictions, AxisLine
 // Decides every line's layout: which lines keep full size, and the piece
 // cap of each position line (computed from the other lines' reduced sizes;
 // sources with axes on position lines count at full size there).
-void layout(const AxisLines& lines, const PositionLines& positions, LineMaps& maps) {
+void layout(const AxisLines& lines, const PositionLines& positions, int64_t piece, LineMaps& maps) {
   // Freezing a position line can turn shift broadcasts into ordinary ones,
   // which can freeze more lines: iterate (monotone, so it ends).
   std::set<int> frozen, shift_axes;
@@ -84,16 +89,17 @@ void layout(const AxisLines& lines, const PositionLines& positions, LineMaps& ma
   }
   std::set<int> sizing = frozen;
   sizing.insert(positions.roots().begin(), positions.roots().end());
-  maps.build(sizing, {});
+  maps.build(sizing, {}, piece);
   std::map<int, int64_t> caps = positions.caps(frozen, maps);
-  maps.build(frozen, caps);
+  for (auto& [root, cap] : caps) cap += piece - 2;  // K + piece
+  maps.build(frozen, caps, piece);
 }
 
 // One reduction attempt under `restrictions`. Returns kOk, a Failure, or the
 // index of an op whose reduced shapes do not check; for kConstant,
 // `opaque` lists the tensors whose value lines must keep full size; for
 // kLineage, `claim` is the parallel tensor whose claim no longer fits.
-int attempt(const Stage& original, const Restrictions& restrictions, Stage& result,
+int attempt(const Stage& original, const Restrictions& restrictions, int64_t piece, Stage& result,
             std::vector<int>& opaque, int& claim) {
   const OpRegistry& registry = OpRegistry::instance();
   AxisLines lines(original);
@@ -102,7 +108,7 @@ int attempt(const Stage& original, const Restrictions& restrictions, Stage& resu
   lines.resolve_products();
   LineMaps maps(lines);
   PositionLines positions(original, lines, maps, facts);
-  layout(lines, positions, maps);
+  layout(lines, positions, piece, maps);
   std::map<int, int64_t> constants = positions.constants(maps, opaque);
   if (!opaque.empty()) return kConstant;
   auto map_axis = [&](int a, int64_t p) { return maps.map_axis(a, p); };
@@ -165,7 +171,7 @@ int attempt(const Stage& original, const Restrictions& restrictions, Stage& resu
 
 }  // namespace
 
-void reduce_stage(Stage& stage) {
+void reduce_stage(Stage& stage, int64_t piece) {
   Restrictions restrictions;
   for (int round = 0; round < 16; ++round) {
     Stage result;
@@ -173,7 +179,7 @@ void reduce_stage(Stage& stage) {
     int claim = -1;
     std::vector<int> opaque;
     try {
-      failed = attempt(stage, restrictions, result, opaque, claim);
+      failed = attempt(stage, restrictions, piece, result, opaque, claim);
     } catch (const std::exception& e) {
       failed = kUnmappable;
     }
