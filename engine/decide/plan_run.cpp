@@ -11,6 +11,7 @@
 #include "engine/core/parallel_for.h"
 #include "engine/decide/finding_sources.h"
 #include "engine/decide/outcome_codec.h"
+#include "engine/prove/full_size_check.h"
 #include "engine/prove/stage_prover.h"
 #include "engine/stage/canonical.h"
 #include "engine/stage/shape_reduction.h"
@@ -303,8 +304,16 @@ class StageRun {
       explicit Solving(std::atomic<int64_t>& c) : count(c) { ++count; }
       ~Solving() { --count; }
     } solving(solving_);
-    auto prove = [&] { return prove_stage(stage(i), prover_); };
+    auto prove = [&] { return checked_at_full_size(i, prove_stage(stage(i), prover_)); };
     return options_.executor ? options_.executor(prove) : prove();
+  }
+
+  // A reduced stage's verdict against the stage at full size
+  // (full_size_check.h): a proof is backed, a refutation needs a witness.
+  StageOutcome checked_at_full_size(size_t i, StageOutcome o) {
+    if (!options_.reduce_shapes || !stage(i).reduced) return o;
+    const Stage full = build_stage(plan_, units_[i], static_cast<int>(i) + 1);
+    return check_at_full_size(full, stage(i), std::move(o), prover_);
   }
 
   // A follower's outcome from its leader (same verdict key) when the leader

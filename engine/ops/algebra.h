@@ -96,6 +96,10 @@ class Z3Algebra {
   // Index variables that come from a logical *input* tensor: their validity
   // as an index is assumed, not proven (plan-format-v1, "Meaning").
   void trust_as_index(const Value& v) { trusted_.insert(v.id()); }
+  // From here on (the parallel graph), no index is trusted: the contract
+  // assumes valid positions of what the *logical* graph indexes, so a rank
+  // indexing its shard with global ids must be proven in range.
+  void stop_trusting() { trusting_ = false; }
 
   Value constant(const Rational& r, DClass cls);
   Value add(const Value& a, const Value& b);
@@ -127,6 +131,7 @@ class Z3Algebra {
  private:
   z3::context& ctx_;
   std::set<unsigned> trusted_;
+  bool trusting_ = true;
   std::vector<Value> assumptions_;
   std::vector<Value> obligations_;
   std::map<std::string, z3::func_decl> functions_;

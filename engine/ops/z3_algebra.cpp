@@ -158,7 +158,7 @@ V Z3Algebra::pick(const V& index, const std::vector<V>& candidates) {
     return candidates[0];
   }
   z3::expr in_range = index >= ctx_.int_val(0) && index < ctx_.int_val(n);
-  if (trusted_.count(index.id()))
+  if (trusting_ && trusted_.count(index.id()))
     assumptions_.push_back(in_range);
   else
     obligations_.push_back(in_range);

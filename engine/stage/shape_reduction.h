@@ -26,6 +26,8 @@ namespace shardproof {
 
 // Rewrites `stage` to reduced sizes in place (shapes, lineage slices, op
 // attributes and integer position constants, full_position and value_maps).
-void reduce_stage(Stage& stage);
+// `piece` is the elements a piece keeps (2; more for the backstop's second
+// reduction, docs/soundness.md section 5).
+void reduce_stage(Stage& stage, int64_t piece = 2);
 
 }  // namespace shardproof

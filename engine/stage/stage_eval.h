@@ -152,6 +152,8 @@ StageValues<Alg> evaluate_stage(
     }
     values[t] = std::move(last);
   }
+  // Index validity is assumed for the logical graph's uses only.
+  if constexpr (requires { alg.stop_trusting(); }) alg.stop_trusting();
   run_ops(true);
   return values;
 }

@@ -1,0 +1,93 @@
+#include "engine/prove/full_size_check.h"
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "engine/prove/stage_testing.h"
+#include "engine/stage/shape_reduction.h"
+
+namespace shardproof {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool shrunk(const Stage& s) {
+  for (const StageTensor& t : s.tensors)
+    if (t.shape != t.full_shape) return true;
+  return false;
+}
+
+StageOutcome unknown(const Stage& s, StageOutcome out, const std::string& why) {
+  Finding f;
+  f.kind = "unknown";
+  f.stage = "stage " + std::to_string(s.id) + ": " + s.title;
+  f.tensor = s.tensors[s.target].name;
+  f.message = why;
+  out.status = StageStatus::Unknown;
+  out.findings = {f};
+  return out;
+}
+
+// A proof at reduced size, tested at full size or at a second reduction.
+StageOutcome back_proof(const Stage& full, StageOutcome out, const FullSizeBudget& budget,
+                        const ProverOptions& options) {
+  std::optional<Finding> found;
+  std::string where;
+  if (full.element_count() <= budget.test_elements) {
+    found = refute_by_testing(full, 1);
+    where = "at full size";
+  } else {
+    Stage second = full;
+    reduce_stage(second, budget.second_piece);
+    if (!second.reduced || second.element_count() > options.max_test_elements) return out;
+    found = refute_by_testing(second, 1);
+    where = "at pieces of " + std::to_string(budget.second_piece);
+  }
+  if (!found) return out;
+  return unknown(full, std::move(out),
+                 "SOUNDNESS: shape reduction proved this stage at pieces of 2, but random values " +
+                     where + " refute it (" + found->message +
+                     "); the reduction rules miss a case here: please report it");
+}
+
+// A refutation at reduced size, confirmed at full size or withdrawn.
+StageOutcome witness(const Stage& full, StageOutcome out, const FullSizeBudget& budget,
+                     const ProverOptions& options) {
+  if (full.element_count() > budget.test_elements) {
+    for (Finding& f : out.findings)
+      if (f.kind == "mismatch") f.message += "; not replayed at full size (stage too large)";
+    return out;
+  }
+  if (refute_by_testing(full, std::max(options.test_trials, 3), /*aim_at_constants=*/true))
+    return out;
+  if (full.element_count() <= budget.solve_elements) {
+    StageOutcome again = prove_stage(full, options);
+    again.seconds += out.seconds;
+    again.queries += out.queries;
+    return again;
+  }
+  return unknown(full, std::move(out),
+                 "refuted at reduced size, but no full-size witness was found (the "
+                 "counterexample may exist only at the reduced size)");
+}
+
+}  // namespace
+
+StageOutcome check_at_full_size(const Stage& full, const Stage& reduced, StageOutcome outcome,
+                                const ProverOptions& options, const FullSizeBudget& budget) {
+  if (!reduced.reduced || !shrunk(reduced)) return outcome;
+  const auto start = Clock::now();
+  const double before = outcome.seconds;
+  if (outcome.status == StageStatus::Proven)
+    outcome = back_proof(full, std::move(outcome), budget, options);
+  else if (outcome.status == StageStatus::Refuted)
+    outcome = witness(full, std::move(outcome), budget, options);
+  else
+    return outcome;
+  outcome.seconds = std::max(outcome.seconds, before) +
+                    std::chrono::duration<double>(Clock::now() - start).count();
+  return outcome;
+}
+
+}  // namespace shardproof
