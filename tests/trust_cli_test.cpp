@@ -103,7 +103,7 @@ class TrustCliTest : public ::testing::Test {
   }
   fs::path slow_plan() {
     fs::path p = fs::path(env_.root()) / "slow.json";
-    auto r = run("plan transformer --layers 8 --dp 2 --tp 2 --pp 2 --microbatches 2 -o " +
+    auto r = run("plan llama3-tiny --layers 4 --dp 2 --tp 2 -o " +
                  quote(p.string()));
     EXPECT_EQ(r.code, 0) << r.err;
     return p;
@@ -304,7 +304,10 @@ TEST_F(TrustCliTest, DaemonWithEveryConnectionTakenIsBusyNotGone) {
 // Needs root, to listen as another user.
 TEST_F(TrustCliTest, SocketServedByAnotherUserIsRefused) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to listen as another user";
-  std::string path = env_.root() + "/other.sock";
+  std::string dir = env_.root() + "/shared";  // where the other user may bind
+  fs::create_directories(dir);
+  chmod(dir.c_str(), 01777);
+  std::string path = dir + "/other.sock";
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   chmod(env_.root().c_str(), 0755);  // the other user must reach its socket
