@@ -16,14 +16,14 @@ std::string env(const char* name) {
   return value ? value : "";
 }
 
-std::string home_dir() {
+}  // namespace
+
+std::string home_directory() {
   std::string home = env("HOME");
   if (!home.empty()) return home;
   if (const passwd* pw = getpwuid(getuid()); pw && pw->pw_dir) return pw->pw_dir;
   return "";
 }
-
-}  // namespace
 
 std::string default_cache_dir() {
   // Absolute: a daemon runs from "/" and must find the same directory.
@@ -35,7 +35,7 @@ std::string default_cache_dir() {
   // The XDG spec: a relative XDG_CACHE_HOME is invalid and must be ignored.
   if (std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty() && xdg[0] == '/')
     return xdg + "/shardproof";
-  std::string home = home_dir();
+  std::string home = home_directory();
   return home.empty() ? "" : home + "/.cache/shardproof";
 }
 

@@ -16,6 +16,9 @@ std::string default_cache_dir();
 // falls back to the default.
 uint64_t default_max_bytes();
 
+// $HOME, else the password database's; empty when neither has one.
+std::string home_directory();
+
 constexpr uint64_t kDefaultMaxBytes = uint64_t{1} << 30;
 
 }  // namespace shardproof::cache

@@ -1,15 +1,17 @@
 #include "cache/record.h"
 
-#include <xxhash.h>
+#include <sodium.h>
 
 #include <cstring>
 
 namespace shardproof::cache {
 namespace {
 
-constexpr char kMagic[4] = {'S', 'P', 'R', '1'};
-// magic, digest, stored_at, solve_seconds, payload length, payload checksum
-constexpr size_t kHeaderSize = 4 + 16 + 8 + 8 + 8 + 8;
+constexpr char kMagic[4] = {'S', 'P', 'R', '2'};
+constexpr size_t kMacSize = 32;
+// magic, digest, stored_at, solve_seconds, payload length, MAC
+constexpr size_t kMacOffset = 4 + 16 + 8 + 8 + 8;
+constexpr size_t kHeaderSize = kMacOffset + kMacSize;
 
 template <class T>
 void put(std::string& out, const T& value) {
@@ -30,6 +32,22 @@ int hex_value(char c) {
   return -1;
 }
 
+// Keyed BLAKE2b over the entry key's length and bytes, the header before
+// the MAC, and the payload (its length is in the header).
+std::array<uint8_t, kMacSize> mac(const MacKey& key, std::string_view entry_key,
+                                  std::string_view header, std::string_view payload) {
+  crypto_generichash_state state;
+  crypto_generichash_init(&state, key.data(), key.size(), kMacSize);
+  uint64_t key_length = entry_key.size();
+  crypto_generichash_update(&state, reinterpret_cast<const uint8_t*>(&key_length),
+                            sizeof key_length);
+  for (std::string_view part : {entry_key, header, payload})
+    crypto_generichash_update(&state, reinterpret_cast<const uint8_t*>(part.data()), part.size());
+  std::array<uint8_t, kMacSize> out;
+  crypto_generichash_final(&state, out.data(), out.size());
+  return out;
+}
+
 }  // namespace
 
 std::optional<Hash128> parse_hash128(const std::string& hex) {
@@ -43,8 +61,9 @@ std::optional<Hash128> parse_hash128(const std::string& hex) {
   return out;
 }
 
-// Host byte order: a store is only ever read on the machine that wrote it.
-std::string encode_record(const Record& record) {
+// Host byte order: a store is only ever read on the machine that wrote it
+// (one written elsewhere fails its MACs anyway).
+std::string encode_record(const Record& record, const MacKey& key, std::string_view entry_key) {
   std::string out;
   out.reserve(kHeaderSize + record.payload.size());
   out.append(kMagic, sizeof kMagic);
@@ -52,23 +71,27 @@ std::string encode_record(const Record& record) {
   put(out, record.stored_at);
   put(out, record.solve_seconds);
   put(out, static_cast<uint64_t>(record.payload.size()));
-  put(out, static_cast<uint64_t>(XXH3_64bits(record.payload.data(), record.payload.size())));
+  std::array<uint8_t, kMacSize> m = mac(key, entry_key, out, record.payload);
+  out.append(reinterpret_cast<const char*>(m.data()), m.size());
   out += record.payload;
   return out;
 }
 
-std::optional<Record> decode_record(std::string_view bytes) {
+std::optional<Record> decode_record(std::string_view bytes, const MacKey& key,
+                                    std::string_view entry_key) {
   if (bytes.size() < kHeaderSize || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    return std::nullopt;
+  uint64_t length = get<uint64_t>(bytes, 36);
+  if (length != bytes.size() - kHeaderSize) return std::nullopt;
+  std::string_view payload = bytes.substr(kHeaderSize);
+  std::array<uint8_t, kMacSize> expected = mac(key, entry_key, bytes.substr(0, kMacOffset), payload);
+  if (sodium_memcmp(expected.data(), bytes.data() + kMacOffset, kMacSize) != 0)
     return std::nullopt;
   Record r;
   std::memcpy(r.digest.data(), bytes.data() + 4, 16);
   r.stored_at = get<uint64_t>(bytes, 20);
   r.solve_seconds = get<double>(bytes, 28);
-  uint64_t length = get<uint64_t>(bytes, 36);
-  uint64_t checksum = get<uint64_t>(bytes, 44);
-  if (length != bytes.size() - kHeaderSize) return std::nullopt;
-  r.payload.assign(bytes.data() + kHeaderSize, length);
-  if (XXH3_64bits(r.payload.data(), r.payload.size()) != checksum) return std::nullopt;
+  r.payload.assign(payload);
   return r;
 }
 

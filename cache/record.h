@@ -1,7 +1,10 @@
 // One stored entry of the verdict cache, as bytes: a fixed header (magic,
 // the digest the entry must match, when it was stored, how long it took to
-// solve, a checksum of the payload) and the payload. A record whose magic,
-// length or checksum is wrong is damaged and never trusted.
+// solve, the payload's length, a MAC) and the payload. The MAC is keyed
+// with the user's secret (cache_key.h) and covers the entry's key in the
+// store, the header and the payload: a record rewritten by anyone without
+// the key (a refuted stage turned proven), moved to another key, damaged,
+// or written under another key is never trusted.
 #pragma once
 
 #include <array>
@@ -9,6 +12,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "cache/cache_key.h"
 
 namespace shardproof::cache {
 
@@ -24,7 +29,9 @@ struct Record {
   std::string payload;
 };
 
-std::string encode_record(const Record& record);
-std::optional<Record> decode_record(std::string_view bytes);
+// `entry_key`: the key the record is stored under.
+std::string encode_record(const Record& record, const MacKey& key, std::string_view entry_key);
+std::optional<Record> decode_record(std::string_view bytes, const MacKey& key,
+                                    std::string_view entry_key);
 
 }  // namespace shardproof::cache

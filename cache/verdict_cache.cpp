@@ -13,7 +13,9 @@
 #include <limits>
 #include <vector>
 
+#include "cache/private_path.h"
 #include "cache/record.h"
+#include "cache/store_probe.h"
 
 namespace shardproof::cache {
 namespace {
@@ -81,16 +83,49 @@ void default_warn(const std::string& message) {
   std::cerr << "shardproof: warning: " << message << "\n";
 }
 
+// How long the probe of a store may take before the store is given up.
+constexpr int kProbeTimeoutMs = 30'000;
+
 struct OpenAttempt {
   LmdbEnv::Opened result = LmdbEnv::Opened::Failed;
   std::string why;
+  std::string foreign;  // set: the store was written under another key (emptied)
   std::unique_ptr<LmdbEnv> env;
   MDB_dbi entries = 0, used = 0, meta = 0;
 };
 
+// The store remembers which key wrote it. Records of another key would all
+// fail authentication: the store is emptied (they are re-proved) and said so.
+int adopt_key(LmdbEnv& env, OpenAttempt& a, const std::string& key_id) {
+  return env.write([&](MDB_txn* txn) {
+    const std::string id_key = "key_id";
+    MDB_val k = val(id_key), v;
+    int rc = mdb_get(txn, a.meta, &k, &v);
+    if (rc != 0 && rc != MDB_NOTFOUND) return rc;
+    std::string found = rc == 0 ? std::string(static_cast<const char*>(v.mv_data), v.mv_size) : "";
+    if (found == key_id) return 0;
+    MDB_stat st;
+    if ((rc = mdb_stat(txn, a.entries, &st)) != 0) return rc;
+    if (st.ms_entries != 0) {
+      a.foreign = std::to_string(st.ms_entries) + " records";
+      if ((rc = mdb_drop(txn, a.entries, 0)) != 0 || (rc = mdb_drop(txn, a.used, 0)) != 0)
+        return rc;
+      for (const char* counter : {"bytes", "hits", "misses"})
+        if ((rc = write_u64(txn, a.meta, counter, 0)) != 0) return rc;
+    }
+    MDB_val id = val(key_id);
+    return mdb_put(txn, a.meta, &k, &id, 0);
+  });
+}
+
 // Opens the environment and its tables and checks the schema.
-OpenAttempt try_open(const CacheOptions& options, const std::string& path) {
+OpenAttempt try_open(const CacheOptions& options, const std::string& path,
+                     const std::string& key_id) {
   OpenAttempt a;
+  if (!store_file_fits(path, &a.why) || !probe_store(path, kProbeTimeoutMs, &a.why)) {
+    a.result = LmdbEnv::Opened::Broken;
+    return a;
+  }
   // LMDB needs room beyond the entries' own bytes (B-tree pages, pages that
   // readers still see): twice the cap and some.
   uint64_t limit =
@@ -122,6 +157,7 @@ OpenAttempt try_open(const CacheOptions& options, const std::string& path) {
     MDB_val s = val(options.schema);
     return mdb_put(txn, a.meta, &k, &s, 0);
   });
+  if (rc == 0 && found_schema == options.schema) rc = adopt_key(*a.env, a, key_id);
   if (rc != 0) {
     a.why = mdb_strerror(rc);
     a.result = is_broken_store_error(rc) ? LmdbEnv::Opened::Broken : LmdbEnv::Opened::Failed;
@@ -154,27 +190,39 @@ std::unique_ptr<VerdictCache> VerdictCache::open(const CacheOptions& options, St
     *status = Status::error("no cache directory: set SHARDPROOF_CACHE_DIR (or HOME)");
     return nullptr;
   }
-  std::error_code ec;
-  if (!fs::is_directory(options.dir, ec)) {
-    fs::create_directories(options.dir, ec);
-    if (!ec) fs::permissions(options.dir, fs::perms::owner_all, ec);
-  }
-  if (!fs::is_directory(options.dir, ec)) {
-    *status = Status::error("cannot create the cache directory " + options.dir);
+  // Whoever can write the directory or the store could plant verdicts.
+  if (Status s = make_private_dir(options.dir, kNoOtherWrite); !s.ok()) {
+    *status = Status::error("the cache directory: " + s.message());
     return nullptr;
   }
-  OpenLock lock(options.dir + "/open.lock");
   std::string path = options.dir + "/verdicts.mdb";
+  for (const std::string& file : {path, path + "-lock", options.dir + "/open.lock"}) {
+    if (Status s = check_private_file(file, kNoOtherWrite); !s.ok()) {
+      *status = Status::error("the verdict cache: " + s.message());
+      return nullptr;
+    }
+  }
+  std::optional<MacKey> key =
+      load_or_create_key(options.key_file.empty() ? default_key_file() : options.key_file, status);
+  if (!key) return nullptr;
+  const std::string id = key_id(*key);
+  OpenLock lock(options.dir + "/open.lock");
+  std::error_code ec;
   if (fs::exists(corrupt_marker(path), ec)) {
     move_aside(path);
     warn("the verdict cache at " + path + " was found damaged earlier; moved it to " + path +
          ".broken and started an empty one");
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
-    OpenAttempt a = try_open(options, path);
-    if (a.result == LmdbEnv::Opened::Ok)
+    OpenAttempt a = try_open(options, path, id);
+    if (a.result == LmdbEnv::Opened::Ok) {
+      if (!a.foreign.empty())
+        warn("the verdict cache at " + path +
+             " was written under another key (copied from another user, machine or job?); its " +
+             a.foreign + " are not trusted and were dropped: they will be re-proved");
       return std::unique_ptr<VerdictCache>(
-          new VerdictCache(options, path, std::move(a.env), a.entries, a.used, a.meta));
+          new VerdictCache(options, path, std::move(a.env), a.entries, a.used, a.meta, *key));
+    }
     if (a.result == LmdbEnv::Opened::Broken && attempt == 0) {
       move_aside(path);
       warn("the verdict cache at " + path + " could not be used (" + a.why + "); moved it to " +
@@ -189,13 +237,14 @@ std::unique_ptr<VerdictCache> VerdictCache::open(const CacheOptions& options, St
 
 VerdictCache::VerdictCache(const CacheOptions& options, std::string path,
                            std::unique_ptr<LmdbEnv> env, MDB_dbi entries, MDB_dbi used,
-                           MDB_dbi meta)
+                           MDB_dbi meta, const MacKey& key)
     : options_(options),
       path_(std::move(path)),
       env_(std::move(env)),
       entries_(entries),
       used_(used),
-      meta_(meta) {
+      meta_(meta),
+      key_(key) {
   if (!options_.warn) options_.warn = default_warn;
 }
 
@@ -237,8 +286,9 @@ std::optional<std::string> VerdictCache::get(EntryKind kind, const std::string& 
     int rc = mdb_get(txn, entries_, &k, &v);
     if (rc != 0) return rc;
     std::optional<Record> record =
-        decode_record(std::string_view(static_cast<const char*>(v.mv_data), v.mv_size));
-    // A damaged record, or one filed under this key for other bytes: never trusted.
+        decode_record(std::string_view(static_cast<const char*>(v.mv_data), v.mv_size), key_, *key);
+    // A damaged or forged record, or one filed under this key for other
+    // bytes: never trusted.
     if (!record || record->digest != *digest) {
       damaged = true;
       return 0;
@@ -272,7 +322,7 @@ void VerdictCache::put(EntryKind kind, const std::string& key_hex, const std::st
     pending_used_.erase(*key);
   }
   uint64_t now = now_ms();
-  std::string record = encode_record(Record{*digest, now, solve_seconds, payload});
+  std::string record = encode_record(Record{*digest, now, solve_seconds, payload}, key_, *key);
   uint64_t total = 0;
   auto body = [&](MDB_txn* txn) {
     MDB_val k = val(*key), old;

@@ -16,14 +16,15 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "cache/cache_key.h"
 #include "cache/lmdb_env.h"
 #include "engine/core/status.h"
 
 namespace shardproof::cache {
 
 // Bumped whenever the layout of entries changes: a store with another schema
-// is moved aside and rebuilt, never read.
-constexpr const char* kSchema = "shardproof-cache/1";
+// is moved aside and rebuilt, never read. 2: records carry a keyed MAC.
+constexpr const char* kSchema = "shardproof-cache/2";
 
 enum class EntryKind : uint8_t { Stage = 1, Plan = 2 };
 
@@ -33,6 +34,8 @@ struct CacheOptions {
   uint64_t initial_map_bytes = 64u << 20;  // LMDB map to start with; grows when full
   uint64_t max_map_bytes = 0;  // where growth stops and eviction starts; 0: 2 * max_bytes + 64 MiB
   std::string schema = kSchema;  // tests open with another to simulate an old store
+  // The secret that authenticates records (cache_key.h); empty: default_key_file().
+  std::string key_file;
   // Where warnings go (a store moved aside, a write that failed); default stderr.
   std::function<void(const std::string&)> warn;
 };
@@ -62,9 +65,13 @@ struct GcResult {
 
 class VerdictCache {
  public:
-  // Opens (creating) the store in options.dir. A store that cannot be read
-  // or has another schema is moved aside (to verdicts.mdb.broken) with a
-  // warning and rebuilt empty. Null with `status` set when even that fails.
+  // Opens (creating) the store in options.dir. The directory and the store
+  // must be this user's and not writable by others (private_path.h), else
+  // the cache is refused. A store that is truncated, damaged, cannot be
+  // read or has another schema is moved aside (to verdicts.mdb.broken) with
+  // a warning and rebuilt empty; one written under another key is emptied
+  // with a warning (its records would fail authentication). Null with
+  // `status` set when the cache is refused or even rebuilding fails.
   static std::unique_ptr<VerdictCache> open(const CacheOptions& options, Status* status);
   ~VerdictCache();  // flushes
 
@@ -93,7 +100,7 @@ class VerdictCache {
 
  private:
   VerdictCache(const CacheOptions& options, std::string path, std::unique_ptr<LmdbEnv> env,
-               MDB_dbi entries, MDB_dbi used, MDB_dbi meta);
+               MDB_dbi entries, MDB_dbi used, MDB_dbi meta, const MacKey& key);
   void warn(const std::string& message);
   void note_error(const char* what, int rc);
   // Evicts least recently used entries (and those older than `min_used`)
@@ -105,6 +112,7 @@ class VerdictCache {
   std::string path_;
   std::unique_ptr<LmdbEnv> env_;
   MDB_dbi entries_, used_, meta_;
+  MacKey key_;
 
   // Use times and counters are written in batches (flush), not on every hit.
   std::mutex pending_mutex_;

@@ -1,8 +1,11 @@
 #include "cli/daemon_backend.h"
 
+#include <iostream>
+
 #include "cache/cache_location.h"
 #include "cache/cached_verify.h"
 #include "daemon/launcher.h"
+#include "daemon/pid_lock.h"
 #include "daemon/protocol.h"
 #include "daemon/state_dir.h"
 #include "engine/report/report_codec.h"
@@ -69,6 +72,10 @@ std::optional<Report> DaemonBackend::verify(const std::string& path, const std::
     last_error_ = status.message();
     return std::nullopt;
   }
+  // Warnings of the daemon's cache (a store moved aside) are the user's too.
+  if (answer.contains("warnings") && answer["warnings"].is_array())
+    for (const json& w : answer["warnings"])
+      if (w.is_string()) std::cerr << "shardproof: warning: " << w.get<std::string>() << "\n";
   if (answer.value("type", std::string()) != "result") {
     last_error_ = "the daemon answered " + answer.value("code", std::string("an error")) + ": " +
                   answer.value("message", std::string());
@@ -86,9 +93,16 @@ std::unique_ptr<DaemonBackend> connect_daemon(const std::vector<std::string>& ru
     *status = s;
     return nullptr;
   }
-  Status ignored;
-  if (auto client = daemon::DaemonClient::connect(paths.socket, &ignored))
+  Status why;
+  if (auto client = daemon::DaemonClient::connect(paths.socket, &why))
     return std::make_unique<DaemonBackend>(std::move(client));
+  // One holds the lock but does not answer (stopped, hung, every connection
+  // taken): starting another would only wait for it.
+  if (pid_t holder = daemon::lock_holder(paths.lock); holder > 0) {
+    *status = Status::error("the daemon (pid " + std::to_string(holder) +
+                            ") does not answer: " + why.message());
+    return nullptr;
+  }
   if (Status s = daemon::start_daemon(paths, run_args); !s.ok()) {
     *status = s;
     return nullptr;

@@ -20,6 +20,7 @@ class DaemonBackend : public VerifyBackend {
   std::optional<Report> verify(const std::string& path, const std::string& text,
                                const VerifyOptions& options) override;
   const std::string& last_error() const { return last_error_; }
+  bool timed_out() const { return client_->timed_out(); }
 
  private:
   std::unique_ptr<daemon::DaemonClient> client_;

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "daemon/client.h"
 #include "daemon/launcher.h"
+#include "daemon/pid_lock.h"
 #include "daemon/server.h"
 #include "daemon/state_dir.h"
 
@@ -83,14 +84,26 @@ int status(const DaemonArgs& args, const daemon::DaemonPaths& paths) {
   Status why;
   auto client = daemon::DaemonClient::connect(paths.socket, &why);
   json answer;
-  if (client) why = client->call({{"type", "status"}}, nullptr, &answer);
-  bool running = client && why.ok() && answer.value("type", std::string()) == "result";
+  if (client) why = client->call({{"type", "status"}}, nullptr, &answer, {}, 5000);
+  bool answered = client && why.ok() && answer.value("type", std::string()) == "result";
+  // A daemon holds its lock for its whole life: one that holds it but does
+  // not answer is busy (every connection taken, stopped, hung), not gone.
+  pid_t holder = answered ? 0 : daemon::lock_holder(paths.lock);
+  bool running = answered || holder != 0;
   if (args.format == "json") {
-    json out = running ? answer["result"] : json{{"socket", paths.socket}};
+    json out = answered ? answer["result"] : json{{"socket", paths.socket}};
     out["running"] = running;
+    out["busy"] = !answered && running;
+    if (!answered && running) {
+      out["pid"] = static_cast<int64_t>(holder);
+      out["why"] = why.message();
+    }
     std::cout << out.dump(2) << "\n";
   } else if (!running) {
     std::cout << "not running (socket " << paths.socket << ")\n";
+  } else if (!answered) {
+    std::cout << "busy: the daemon (pid " << holder << ") holds its lock but did not answer ("
+              << why.message() << ")\n";
   } else {
     const json& s = answer["result"];
     std::cout << "running: pid " << s.value("pid", 0) << ", up "

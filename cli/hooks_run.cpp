@@ -14,6 +14,7 @@
 
 #include "cli/harness.h"
 #include "cli/hooks_command.h"
+#include "cli/interrupt.h"
 #include "cli/plan_verifier.h"
 #include "engine/report/report.h"
 #include "hooks/git.h"
@@ -33,8 +34,10 @@ class TempDir {
     if (!mkdtemp(tmpl.data()))
       throw std::runtime_error("cannot create a temporary directory in " + tmpl);
     path_ = tmpl;
+    remove_on_interrupt(path_);  // Ctrl-C leaves no staged plans behind
   }
   ~TempDir() {
+    forget_on_interrupt(path_);
     std::error_code ec;
     fs::remove_all(path_, ec);
   }
@@ -306,6 +309,9 @@ int run_hooks_check(const HooksArgs& args) {
   if (selection.empty()) return kExitOk;
 
   TempDir tmp;
+  // Graph references may reach anywhere in the repository, which the staged
+  // copy stands for, and nowhere else.
+  setenv("SHARDPROOF_GRAPH_ROOT", tmp.path().c_str(), 1);
   std::vector<Work> work = prepare(git, selection, tmp.path(), args.full);
   return verify_all(work, args, *config);
 }

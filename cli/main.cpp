@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/interrupt.h"
 
 int main(int argc, char** argv) {
   using namespace shardproof::cli;
@@ -44,6 +45,9 @@ int main(int argc, char** argv) {
     // every usage error is 2, whatever CLI11's internal error number.
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
+
+  // `daemon run` stops on signals through its event loop; the rest here.
+  if (!(daemon->parsed() && daemon_args.action == "run")) handle_interrupts();
 
   try {
     if (verify->parsed()) return run_verify(verify_args);

@@ -98,7 +98,13 @@ Report PlanVerifier::verify_text(const std::string& path, const std::string& ori
   if (!report) {
     auto* daemon = dynamic_cast<DaemonBackend*>(backend_.get());
     warn("the daemon failed (" + (daemon ? daemon->last_error() : std::string("?")) + ")");
-    backend_ = in_process();
+    if (daemon && daemon->timed_out()) {
+      // A stopped daemon may hold the cache's write lock: no cache here.
+      warn("verifying in process without the cache");
+      backend_ = std::make_unique<InProcessBackend>(nullptr);
+    } else {
+      backend_ = in_process();
+    }
     report = backend_->verify(path, *text, options);
   }
   if (report->verdict == Verdict::Invalid)

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
+#include "cache/units.h"
 #include "daemon/build_id.h"
 #include "daemon/protocol.h"
 
@@ -21,6 +23,20 @@ namespace {
 
 // Answers are bounded by the plan's findings; this only stops runaway input.
 constexpr size_t kMaxAnswerFrame = 4 * kDefaultFrameLimit;
+
+// The process listening on the socket runs as this user, or nobody is trusted.
+Status check_peer(int fd, const std::string& socket_path) {
+  ucred cred{};
+  socklen_t length = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0)
+    return Status::error("cannot tell who listens on " + socket_path + ": " +
+                         std::strerror(errno));
+  if (cred.uid != geteuid())
+    return Status::error("refusing the process listening on " + socket_path + ": it runs as uid " +
+                         std::to_string(cred.uid) + ", not as you (uid " +
+                         std::to_string(geteuid()) + ")");
+  return Status();
+}
 
 std::string describe_error(const json& m) {
   return m.value("code", std::string("error")) + ": " + m.value("message", std::string());
@@ -43,12 +59,22 @@ std::unique_ptr<DaemonClient> DaemonClient::connect(const std::string& socket_pa
     if (fd >= 0) ::close(fd);
     return nullptr;
   }
+  if (Status s = check_peer(fd, socket_path); !s.ok()) {
+    *status = s;
+    ::close(fd);
+    return nullptr;
+  }
+  // A daemon that stops reading (stopped, hung) must not block a send forever.
+  timeval send_timeout{default_silence_ms() / 1000, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
   // A plan's text goes through in larger pieces: fewer wake-ups of both
   // sides for tens of MB (the kernel caps it at net.core.wmem_max).
   int send_buffer = 4 << 20;
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof send_buffer);
   std::unique_ptr<DaemonClient> client(new DaemonClient(fd));
-  if (Status s = client->send_all(to_frame(hello_message(build_id()))); !s.ok()) {
+  json greeting = hello_message(build_id());
+  greeting["heartbeat"] = true;  // a running request then proves the daemon alive
+  if (Status s = client->send_all(to_frame(greeting)); !s.ok()) {
     *status = s;
     return nullptr;
   }
@@ -72,6 +98,14 @@ std::unique_ptr<DaemonClient> DaemonClient::connect(const std::string& socket_pa
   return client;
 }
 
+int DaemonClient::default_silence_ms() {
+  if (const char* env = std::getenv("SHARDPROOF_DAEMON_TIMEOUT")) {
+    std::optional<int64_t> seconds = cache::parse_duration_seconds(env);
+    if (seconds && *seconds > 0 && *seconds < 86400) return static_cast<int>(*seconds * 1000);
+  }
+  return 60'000;
+}
+
 DaemonClient::~DaemonClient() {
   ::close(fd_);
 }
@@ -88,6 +122,11 @@ Status DaemonClient::send_all(std::string_view data, std::string_view more) {
     message.msg_iovlen = count;
     ssize_t n = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      timed_out_ = true;
+      return Status::error("the daemon stopped reading (timed out after " +
+                           std::to_string(default_silence_ms() / 1000) + " s)");
+    }
     if (n <= 0)
       return Status::error(std::string("cannot write to the daemon: ") + std::strerror(errno));
     auto sent = static_cast<size_t>(n);
@@ -113,7 +152,11 @@ Status DaemonClient::read_line(std::string* line, int timeout_ms) {
     pollfd p{fd_, POLLIN, 0};
     int ready = poll(&p, 1, timeout_ms);
     if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) return Status::error("timed out");
+    if (ready == 0) {
+      timed_out_ = true;
+      return Status::error("the daemon sent nothing for " + std::to_string(timeout_ms / 1000) +
+                           " s (stopped or hung?)");
+    }
     char chunk[64 * 1024];
     ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
     if (n < 0 && errno == EINTR) continue;
@@ -123,13 +166,14 @@ Status DaemonClient::read_line(std::string* line, int timeout_ms) {
 }
 
 Status DaemonClient::call(json request, const std::function<void(const json&)>& on_progress,
-                          json* final, std::string_view payload) {
+                          json* final, std::string_view payload, int silence_ms) {
+  if (silence_ms < 0) silence_ms = default_silence_ms();
   json id = next_id_++;
   request["id"] = id;
   if (Status s = send_all(to_frame(request), payload); !s.ok()) return s;
   for (;;) {
     std::string line;
-    if (Status s = read_line(&line, -1); !s.ok()) return s;
+    if (Status s = read_line(&line, silence_ms); !s.ok()) return s;
     json m = json::parse(line, nullptr, false);
     if (m.is_discarded() || !m.is_object())
       return Status::error("the daemon sent a malformed frame");

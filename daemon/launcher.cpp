@@ -89,7 +89,7 @@ Status stop_daemon(const DaemonPaths& paths, bool* was_running, int wait_ms) {
   Status status;
   if (auto client = DaemonClient::connect(paths.socket, &status, 2000)) {
     nlohmann::json answer;
-    client->call({{"type", "shutdown"}}, nullptr, &answer);
+    client->call({{"type", "shutdown"}}, nullptr, &answer, {}, 5000);
   } else {
     kill(pid, SIGTERM);  // holds the lock but does not answer
   }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -27,7 +28,8 @@ std::unique_ptr<PidLock> PidLock::acquire(const std::string& path, Status* statu
     return nullptr;
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (holder) *holder = read_pid(fd);
+    // Held, perhaps by a daemon that has not written its pid yet (-1).
+    if (holder) *holder = errno == EWOULDBLOCK ? std::max<pid_t>(read_pid(fd), -1) : 0;
     ::close(fd);
     *status = Status::error("another daemon holds " + path);
     return nullptr;

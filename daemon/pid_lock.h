@@ -16,7 +16,8 @@ namespace shardproof::daemon {
 class PidLock {
  public:
   // Null with `status` set when another process holds it (`holder` gets its
-  // pid when known) or the file cannot be opened.
+  // pid, or -1 when it has not written it yet) or the file cannot be opened
+  // (`holder` 0).
   static std::unique_ptr<PidLock> acquire(const std::string& path, Status* status, pid_t* holder);
   ~PidLock();
   PidLock(const PidLock&) = delete;

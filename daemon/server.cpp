@@ -1,5 +1,6 @@
 #include "daemon/server.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -28,8 +29,15 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// Seconds (ticks) between heartbeats to clients with a request running.
+constexpr uint64_t kHeartbeatTicks = 5;
 // A client that sends this many malformed frames in a row is dropped.
 constexpr int kMaxBadFrames = 16;
+// What a connection's unsent output may hold: beyond the first, progress
+// events are dropped (they are advice); beyond the second, the connection
+// (a client that does not read its answers).
+constexpr size_t kProgressQueueLimit = size_t{1} << 20;
+constexpr size_t kOutputQueueLimit = size_t{64} << 20;
 
 void log(const std::string& message) {
   std::time_t now = std::time(nullptr);
@@ -44,7 +52,12 @@ struct Connection {
   uv_pipe_t pipe;
   LineSplitter splitter;
   bool greeted = false;
+  bool heartbeat = false;  // asked for heartbeats in its hello
   bool closing = false;
+  int running = 0;                  // its requests running on their threads
+  Clock::time_point last_heard;     // its last bytes, or its last answer
+  // Set when it goes away: its running requests stop solving for nobody.
+  std::shared_ptr<std::atomic<bool>> gone = std::make_shared<std::atomic<bool>>(false);
   bool dropping = false;  // refused for good: what else it sends is ignored
   int bad_frames = 0;
   Clock::time_point partial_since;  // when the unfinished frame began
@@ -63,6 +76,7 @@ struct Outgoing {
   uint64_t connection;
   std::string frame;
   bool final;
+  bool progress;  // may be dropped when the client does not keep up
 };
 
 class Server {
@@ -101,7 +115,7 @@ class Server {
     log("listening on " + config_.paths.socket + " (build " + build_id() + ")");
     uv_run(&loop_, UV_RUN_DEFAULT);
     uv_loop_close(&loop_);
-    return kDaemonExitOk;
+    return stopped_by_signal_ ? 128 + stopped_by_signal_ : kDaemonExitOk;
   }
 
   // No request thread runs any more: the service may be destroyed.
@@ -128,7 +142,12 @@ class Server {
       s.close(conn);
       return;
     }
-    s.last_activity_ = Clock::now();
+    s.last_activity_ = conn.last_heard = Clock::now();
+    if (!s.same_user(conn)) {
+      log("refused a connection from another user");
+      s.close(conn);
+      return;
+    }
     if (s.stopping_ || static_cast<int>(s.connections_.size()) > s.config_.max_connections) {
       s.send(conn,
              error_message(nullptr, s.stopping_ ? "shutting-down" : "too-many-connections",
@@ -139,6 +158,15 @@ class Server {
     uv_read_start(reinterpret_cast<uv_stream_t*>(&conn.pipe), on_alloc, on_read);
   }
 
+  // The socket sits in a private directory; this holds even if it did not.
+  bool same_user(Connection& conn) {
+    uv_os_fd_t fd;
+    if (uv_fileno(reinterpret_cast<uv_handle_t*>(&conn.pipe), &fd) != 0) return false;
+    ucred cred{};
+    socklen_t length = sizeof cred;
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0 && cred.uid == geteuid();
+  }
+
   Connection* find(uint64_t id) {
     auto it = connections_.find(id);
     return it == connections_.end() || it->second->closing ? nullptr : it->second.get();
@@ -147,6 +175,7 @@ class Server {
   void close(Connection& conn) {
     if (conn.closing) return;
     conn.closing = true;
+    *conn.gone = true;
     uv_close(reinterpret_cast<uv_handle_t*>(&conn.pipe), [](uv_handle_t* handle) {
       of_loop(handle).connections_.erase(connection(handle).id);
     });
@@ -161,11 +190,11 @@ class Server {
     Server& s = of_loop(reinterpret_cast<uv_handle_t*>(stream));
     Connection* conn = &connection(reinterpret_cast<uv_handle_t*>(stream));
     if (conn->closing) return;
-    if (nread < 0) {  // EOF or error: a request it started keeps running, its answer is dropped
+    if (nread < 0) {  // EOF or error: what it started is cancelled (Connection::gone)
       s.close(*conn);
       return;
     }
-    s.last_activity_ = Clock::now();
+    s.last_activity_ = conn->last_heard = Clock::now();
     bool had_partial = conn->splitter.mid_frame();
     int frames = 0;
     bool fits = conn->splitter.feed(
@@ -212,8 +241,7 @@ class Server {
   void write(Connection& conn, std::string data, bool close_after) {
     if (conn.closing) return;
     // A client that stops reading must not make the daemon hold its output forever.
-    if (uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t*>(&conn.pipe)) >
-        2 * config_.frame_limit) {
+    if (queued(conn) > kOutputQueueLimit) {
       log("dropping connection " + std::to_string(conn.id) + ": it does not read its answers");
       close(conn);
       return;
@@ -228,6 +256,10 @@ class Server {
     }
   }
 
+  static size_t queued(Connection& conn) {
+    return uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t*>(&conn.pipe));
+  }
+
   static void on_written(uv_write_t* req, int status) {
     std::unique_ptr<WriteRequest> w(reinterpret_cast<WriteRequest*>(req));
     Server& s = of(req->data);
@@ -240,7 +272,8 @@ class Server {
     std::string frame = to_frame(message);  // serialised here, off the loop
     std::lock_guard<std::mutex> lock(outbox_mutex_);
     if (outbox_closed_) return;  // the loop is gone: nobody to tell
-    outbox_.push_back({connection, std::move(frame), final});
+    outbox_.push_back({connection, std::move(frame), final,
+                       message.value("type", std::string()) == "progress"});
     uv_async_send(&wake_);
   }
 
@@ -255,15 +288,21 @@ class Server {
     for (size_t i = 0; i < batch.size();) {
       std::string data;
       size_t j = i;
+      Connection* conn = s.find(batch[i].connection);
+      const bool behind = conn && queued(*conn) > kProgressQueueLimit;
       for (; j < batch.size() && batch[j].connection == batch[i].connection; ++j) {
-        data += batch[j].frame;
+        if (!(behind && batch[j].progress)) data += batch[j].frame;
         if (batch[j].final) {
           --s.active_;
           s.last_activity_ = Clock::now();
+          if (conn) {
+            --conn->running;
+            conn->last_heard = s.last_activity_;
+          }
           if (s.stopping_ && s.active_ == 0) s.check_soon();
         }
       }
-      if (Connection* conn = s.find(batch[i].connection)) s.write(*conn, std::move(data), false);
+      if (conn && !data.empty()) s.write(*conn, std::move(data), false);
       i = j;
     }
   }
@@ -341,9 +380,9 @@ class Server {
         return;
       }
       start(conn, id,
-            [request = std::move(*request)](Service& service, const json& id,
-                                            const Reply& reply) mutable {
-              service.verify(id, std::move(request), reply);
+            [request = std::move(*request), gone = conn.gone](
+                Service& service, const json& id, const Reply& reply) mutable {
+              service.verify(id, std::move(request), reply, gone.get());
             });
     } else if (type == "stats") {
       start(conn, id,
@@ -381,6 +420,7 @@ class Server {
       return;
     }
     conn.greeted = true;
+    conn.heartbeat = m.value("heartbeat", false) == true;
     json hello = hello_message(build_id());
     hello["pid"] = static_cast<int64_t>(getpid());
     send(conn, hello);
@@ -400,6 +440,7 @@ class Server {
     }
     uint64_t connection = conn.id;
     ++active_;
+    ++conn.running;
     ++threads_;
     try {
       std::thread([this, connection, id, work = std::move(work)] {
@@ -410,6 +451,7 @@ class Server {
       }).detach();
     } catch (const std::system_error& e) {
       --active_;
+      --conn.running;
       --threads_;
       send(conn, error_message(id, "busy", std::string("cannot start the request: ") + e.what()));
     }
@@ -442,6 +484,8 @@ class Server {
     // New clients find no socket (and start a fresh daemon) from here on.
     uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
     unlink(config_.paths.socket.c_str());
+    // Requests still running stop solving: nobody will wait for them.
+    for (auto& [id, c] : connections_) *c->gone = true;
     service_.flush();
     check_soon();
   }
@@ -474,6 +518,8 @@ class Server {
           *c, error_message(nullptr, "incomplete-frame", "a frame was started and never finished"));
       uv_read_stop(reinterpret_cast<uv_stream_t*>(&c->pipe));
     }
+    s.close_idle(now);
+    if (++s.ticks_ % kHeartbeatTicks == 0) s.heartbeat();
     if (!s.stopping_ && s.service_.needs_flush()) s.flush_in_background();
     if (!s.stopping_ && s.config_.idle_timeout_seconds > 0 && s.active_ == 0 &&
         now - s.last_activity_ > std::chrono::seconds(s.config_.idle_timeout_seconds))
@@ -484,8 +530,32 @@ class Server {
       s.finish();
   }
 
+  // Silent connections hold a slot each: one that has not said hello, or
+  // has nothing running and has said nothing for a while, is closed.
+  void close_idle(Clock::time_point now) {
+    std::vector<Connection*> idle;
+    for (auto& [id, c] : connections_) {
+      if (c->closing || c->running > 0 || c->splitter.mid_frame()) continue;
+      int limit = c->greeted ? config_.connection_idle_seconds : config_.hello_timeout_seconds;
+      if (limit > 0 && now - c->last_heard > std::chrono::seconds(limit)) idle.push_back(c.get());
+    }
+    for (Connection* c : idle)
+      send(*c, error_message(nullptr, "idle", "closed after a silence; connect again"), true);
+  }
+
+  // Tells each client with a request running that the daemon is alive: a
+  // client that hears nothing for long gives up on it (client.h).
+  void heartbeat() {
+    static const std::string kFrame = to_frame({{"type", "heartbeat"}});
+    for (auto& [id, c] : connections_)
+      if (!c->closing && c->heartbeat && c->running > 0 && queued(*c) <= kProgressQueueLimit)
+        write(*c, kFrame, false);
+  }
+
   static void on_signal(uv_signal_t* handle, int signum) {
-    of(handle->data).begin_shutdown("signal " + std::to_string(signum));
+    Server& s = of(handle->data);
+    if (!s.stopping_) s.stopped_by_signal_ = signum;
+    s.begin_shutdown("signal " + std::to_string(signum));
   }
 
   const DaemonConfig& config_;
@@ -504,6 +574,8 @@ class Server {
   std::atomic<int> threads_{0};  // request (and flush) threads alive
   std::atomic<bool> flushing_{false};
   int active_ = 0;  // requests running on their threads (loop thread only)
+  int stopped_by_signal_ = 0;
+  uint64_t ticks_ = 0;
   bool stopping_ = false;
   Clock::time_point last_activity_, stop_started_;
 };
@@ -515,8 +587,12 @@ int run_daemon(const DaemonConfig& config) {
   pid_t holder = 0;
   std::unique_ptr<PidLock> lock = PidLock::acquire(config.paths.lock, &status, &holder);
   if (!lock) {
-    log(holder > 0 ? "already running as pid " + std::to_string(holder) : status.message());
-    return holder > 0 ? kDaemonExitRunning : kDaemonExitError;
+    if (holder == 0) {
+      log(status.message());
+      return kDaemonExitError;
+    }
+    log("already running" + (holder > 0 ? " as pid " + std::to_string(holder) : std::string()));
+    return kDaemonExitRunning;
   }
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes must not kill us
   auto service = std::make_unique<Service>(config);

@@ -16,15 +16,28 @@ using nlohmann::json;
 
 namespace {
 
-std::unique_ptr<cache::VerdictCache> open_cache(const DaemonConfig& config) {
+std::unique_ptr<cache::VerdictCache> open_cache(
+    const DaemonConfig& config, const std::function<void(const std::string&)>& warn) {
   if (config.cache_dir.empty()) return nullptr;
   cache::CacheOptions options;
   options.dir = config.cache_dir;
+  options.warn = warn;
   if (config.cache_max_bytes > 0) options.max_bytes = config.cache_max_bytes;
   Status status;
   std::unique_ptr<cache::VerdictCache> c = cache::VerdictCache::open(options, &status);
-  if (!c) std::cerr << "shardproof daemon: running without a cache: " << status.message() << "\n";
+  if (!c) warn("the daemon runs without a cache: " + status.message());
   return c;
+}
+
+// A stage not solved because its request was cancelled: unknown, never stored.
+StageOutcome cancelled_outcome() {
+  StageOutcome o;
+  o.status = StageStatus::Unknown;
+  Finding f;
+  f.kind = "unknown";
+  f.message = "cancelled: the client went away";
+  o.findings.push_back(f);
+  return o;
 }
 
 }  // namespace
@@ -32,11 +45,13 @@ std::unique_ptr<cache::VerdictCache> open_cache(const DaemonConfig& config) {
 Service::Service(const DaemonConfig& config)
     : config_(config),
       started_(std::chrono::steady_clock::now()),
-      cache_(open_cache(config)),
+      cache_(open_cache(config, [this](const std::string& m) { warn(m); })),
       cache_store_(cache_ ? std::make_unique<cache::CachedStageStore>(*cache_) : nullptr),
       inflight_(cache_store_.get()),
       plan_memos_(config.plan_memos),
-      pool_(config.jobs) {}
+      pool_(config.jobs),
+      memory_(config.memory_budget_bytes > 0 ? config.memory_budget_bytes
+                                             : MemoryBudget::default_bytes()) {}
 
 Service::~Service() {
   flush();
@@ -46,7 +61,24 @@ void Service::flush() {
   if (cache_) cache_->flush();
 }
 
-void Service::verify(const json& id, VerifyRequest request, const Reply& reply) {
+void Service::warn(const std::string& message) {
+  std::cerr << "shardproof daemon: warning: " << message << std::endl;
+  std::lock_guard<std::mutex> lock(warnings_mutex_);
+  if (warnings_.size() < 16) warnings_.push_back(message);
+}
+
+json Service::with_warnings(json final) {
+  std::vector<std::string> pending;
+  {
+    std::lock_guard<std::mutex> lock(warnings_mutex_);
+    pending.swap(warnings_);
+  }
+  if (!pending.empty()) final["warnings"] = pending;
+  return final;
+}
+
+void Service::verify(const json& id, VerifyRequest request, const Reply& reply,
+                     const std::atomic<bool>* cancelled) {
   try {
     VerifyOptions options;
     options.jobs = pool_.size();
@@ -54,9 +86,12 @@ void Service::verify(const json& id, VerifyRequest request, const Reply& reply) 
     options.timeout_ms = request.timeout_ms;
     options.store = &inflight_;
     options.identity_memo = &identity_memo_;
-    options.executor = [this](const std::function<StageOutcome()>& prove) {
+    options.executor = [this, cancelled](const std::function<StageOutcome()>& prove) {
+      auto gone = [cancelled] { return cancelled && cancelled->load(); };
+      if (gone()) return cancelled_outcome();
       ++proofs_;
-      return pool_.run<StageOutcome>(prove);
+      // Checked again on the pool: a queued proof may wait behind others.
+      return pool_.run<StageOutcome>([&] { return gone() ? cancelled_outcome() : prove(); });
     };
     if (request.progress)
       options.progress = [&](const VerifyProgress& p) { reply(progress_message(id, p), false); };
@@ -64,6 +99,17 @@ void Service::verify(const json& id, VerifyRequest request, const Reply& reply) 
       answer_by_identity(id, request, reply);
       return;
     }
+    // Reserved before the plan is parsed: large plans queue, not pile up.
+    const uint64_t cost = MemoryBudget::estimate(request.text);
+    if (!memory_.acquire(cost, cancelled)) {  // the client went away while it waited
+      reply(error_message(id, "cancelled", "the client went away"), true);
+      return;
+    }
+    struct Release {
+      MemoryBudget& budget;
+      uint64_t bytes;
+      ~Release() { budget.release(bytes); }
+    } release{memory_, cost};
     // The daemon reads no user files: a plan must come with its graphs inlined.
     bool refused = false;
     std::unique_ptr<PlanMemo> memo = plan_memos_.take(request.path);
@@ -82,7 +128,7 @@ void Service::verify(const json& id, VerifyRequest request, const Reply& reply) 
     ++verifies_;
     stages_solved_ += report.stats.solved;
     stages_cached_ += report.stats.cached;
-    reply(result_message(id, report_to_json(report)), true);
+    reply(with_warnings(result_message(id, report_to_json(report))), true);
     plan_memos_.give_back(request.path, std::move(memo));  // after the answer: it may free a plan
   } catch (const std::exception& e) {
     reply(error_message(id, "internal", std::string("verification failed: ") + e.what()), true);
@@ -104,7 +150,7 @@ void Service::answer_by_identity(const json& id, const VerifyRequest& request, c
   }
   ++verifies_;
   stages_cached_ += stored->stats.cached;
-  reply(result_message(id, report_to_json(*stored)), true);
+  reply(with_warnings(result_message(id, report_to_json(*stored))), true);
 }
 
 bool Service::needs_flush() const {
@@ -136,7 +182,7 @@ void Service::stats(const json& id, const Reply& reply) {
                        {"misses", s.misses},
                        {"hit_rate", s.hit_rate()}};
   }
-  reply(result_message(id, result), true);
+  reply(with_warnings(result_message(id, result)), true);
 }
 
 json Service::status() const {
@@ -154,7 +200,9 @@ json Service::status() const {
           {"stages_joined", inflight_.joined()},
           {"stages_proved", proofs_.load()},
           {"verifies", verifies_.load()},
-          {"idle_timeout_seconds", config_.idle_timeout_seconds}};
+          {"idle_timeout_seconds", config_.idle_timeout_seconds},
+          {"memory_budget_bytes", memory_.total()},
+          {"memory_reserved_bytes", memory_.reserved()}};
 }
 
 }  // namespace shardproof::daemon

@@ -8,6 +8,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +18,7 @@
 #include "cache/verdict_cache.h"
 #include "daemon/config.h"
 #include "daemon/inflight_store.h"
+#include "daemon/memory_budget.h"
 #include "daemon/plan_memos.h"
 #include "daemon/protocol.h"
 #include "daemon/worker_pool.h"
@@ -31,8 +35,11 @@ class Service {
   explicit Service(const DaemonConfig& config);
   ~Service();
 
-  // Progress events, then one result (or error), through `reply`.
-  void verify(const nlohmann::json& id, VerifyRequest request, const Reply& reply);
+  // Progress events, then one result (or error), through `reply`. Once
+  // `cancelled` is set (the client went away), stages not yet solved are
+  // not solved: the answer is unknown and goes to nobody.
+  void verify(const nlohmann::json& id, VerifyRequest request, const Reply& reply,
+              const std::atomic<bool>* cancelled = nullptr);
   // A verify by identity (no text): answered from the cache's stored
   // reports or with `unknown-plan`. Quick and never blocks on a writer, so
   // the loop thread runs it itself; what it marks as used is written by a
@@ -48,7 +55,15 @@ class Service {
   void flush();
 
  private:
+  // Warnings of the cache (a store moved aside or emptied) are logged and
+  // go to the next client answered, in its final message's "warnings".
+  void warn(const std::string& message);
+  nlohmann::json with_warnings(nlohmann::json final);
+
+
   DaemonConfig config_;
+  std::mutex warnings_mutex_;
+  std::vector<std::string> warnings_;
   std::chrono::steady_clock::time_point started_;
   std::unique_ptr<cache::VerdictCache> cache_;
   std::unique_ptr<cache::CachedStageStore> cache_store_;
@@ -60,6 +75,7 @@ class Service {
   // re-decided only where it changed.
   PlanMemos plan_memos_;
   WorkerPool pool_;
+  MemoryBudget memory_;
   std::atomic<int64_t> verifies_{0}, stages_solved_{0}, stages_cached_{0};
   std::atomic<int64_t> proofs_{0};  // stage proofs run on the pool, trivial ones included
 };

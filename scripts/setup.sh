@@ -15,6 +15,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libz3-dev libgmp-dev liblmdb-dev libxxhash-dev libuv1-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev googletest
+  libsodium-dev  # the cache's record MACs (cache/cache_key.h)
+  clang libclang-rt-14-dev  # libFuzzer and the sanitizer build (fuzz/, scripts/test.sh)
   time  # GNU time: peak memory in bench/run.sh
   git   # the pre-commit hook and its tests (tests/hooks_e2e.sh)
   # The PyTorch front end (frontends/torch) and its tests, for Debian's

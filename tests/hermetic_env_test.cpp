@@ -13,6 +13,7 @@ const bool kHermetic = [] {
   const std::string home = SHARDPROOF_TEST_HOME;
   setenv("SHARDPROOF_CACHE_DIR", (home + "/cache").c_str(), 1);
   setenv("XDG_RUNTIME_DIR", (home + "/run").c_str(), 1);
+  setenv("XDG_STATE_HOME", (home + "/state").c_str(), 1);
   setenv("SHARDPROOF_DAEMON_IDLE_TIMEOUT", "30", 1);
   return true;
 }();

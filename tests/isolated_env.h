@@ -20,6 +20,7 @@ class IsolatedEnv {
     root_ = mkdtemp(tmpl) ? tmpl : "/tmp";
     set("SHARDPROOF_CACHE_DIR", root_ + "/cache");
     set("XDG_RUNTIME_DIR", root_ + "/run");
+    set("XDG_STATE_HOME", root_ + "/state");  // the cache's key
     // A daemon a crashed test leaves behind goes away on its own.
     set("SHARDPROOF_DAEMON_IDLE_TIMEOUT", "60");
   }

@@ -84,7 +84,10 @@ class PlanLocator {
     if (!g->is(Value::Kind::String)) return index_graph(*g, path_);
     if (g->text.empty()) return {};
     std::string base = fs::path(path_).parent_path().string();
-    std::string resolved = resolve_graph_path(base, g->text);
+    std::string why;
+    std::optional<std::string> confined = graph_file_path(base, g->text, &why);
+    if (!confined) return {};
+    const std::string& resolved = *confined;
     std::optional<std::string> text = read_file_text(resolved);
     if (!text) return {};
     jsonsrc::ParseResult parsed = jsonsrc::parse(*text);

@@ -1,10 +1,13 @@
 #include "engine/format/file_text.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <vector>
 
 #include "engine/format/large_text.h"
 
@@ -13,26 +16,100 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr uint64_t kDefaultMaxFileBytes = uint64_t{1} << 30;
+
 std::nullopt_t fail(std::string* error, const std::string& path, const std::string& why) {
   if (error) *error = "cannot read " + path + ": " + why;
   return std::nullopt;
 }
 
+// "123", "64K", "512M", "2G" (binary multiples); 0 when malformed.
+uint64_t parse_bytes(const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text, &end, 10);
+  if (errno != 0 || end == text) return 0;
+  int shift = 0;
+  switch (*end) {
+    case '\0':
+      break;
+    case 'K': case 'k': shift = 10; break;
+    case 'M': case 'm': shift = 20; break;
+    case 'G': case 'g': shift = 30; break;
+    default: return 0;
+  }
+  if (shift > 0 && end[1] != '\0') return 0;
+  if (value > (UINT64_MAX >> shift)) return 0;
+  return static_cast<uint64_t>(value) << shift;
+}
+
+std::string describe_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "it is a directory";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "it is a device, not a file";
+  if (S_ISSOCK(mode)) return "it is a socket, not a file";
+  return "";
+}
+
+// Component by component: "/a/bc" is not inside "/a/b".
+bool inside(const fs::path& file, const fs::path& root) {
+  auto f = file.begin();
+  for (auto r = root.begin(); r != root.end(); ++r, ++f) {
+    if (r->empty()) continue;  // a trailing separator
+    if (f == file.end() || *f != *r) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
+uint64_t max_file_bytes() {
+  const char* env = std::getenv("SHARDPROOF_MAX_FILE_BYTES");
+  uint64_t limit = env ? parse_bytes(env) : 0;
+  return limit > 0 ? limit : kDefaultMaxFileBytes;
+}
+
 std::optional<std::string> read_file_text(const std::string& path, std::string* error) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) return fail(error, path, "it is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(error, path, std::strerror(errno));
+  // Opened without blocking: a FIFO nobody writes must not hang the open
+  // (reads then wait for data as usual).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return fail(error, path, std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return fail(error, path, std::strerror(e));
+  }
+  if (std::string kind = describe_kind(st.st_mode); !kind.empty()) {
+    ::close(fd);
+    return fail(error, path, kind);
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  const uint64_t limit = max_file_bytes();
+  auto too_large = [&] {
+    ::close(fd);
+    return fail(error, path,
+                "it holds more than " + std::to_string(limit) +
+                    " bytes (the limit; set SHARDPROOF_MAX_FILE_BYTES to raise it)");
+  };
+  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > limit) return too_large();
   // The size is only a hint (a pipe has none, a file may grow): the loop
-  // reads to the end either way.
+  // reads to the end either way, never beyond the limit.
   std::string text;
-  if (std::uintmax_t size = fs::file_size(path, ec); !ec) reserve_large(text, size);
-  std::vector<char> chunk(1 << 16);
-  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0)
-    text.append(chunk.data(), static_cast<size_t>(in.gcount()));
-  if (in.bad()) return fail(error, path, "read failed");
+  if (S_ISREG(st.st_mode)) reserve_large(text, static_cast<size_t>(st.st_size));
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      return fail(error, path, std::string("read failed: ") + std::strerror(e));
+    }
+    if (n == 0) break;
+    if (text.size() + static_cast<size_t>(n) > limit) return too_large();
+    text.append(chunk, static_cast<size_t>(n));
+  }
+  ::close(fd);
   return text;
 }
 
@@ -41,6 +118,29 @@ std::string resolve_graph_path(const std::string& base_dir, const std::string& r
                       ? fs::path(reference)
                       : fs::path(base_dir) / reference;
   return path.lexically_normal().string();
+}
+
+std::optional<std::string> graph_file_path(const std::string& base_dir,
+                                           const std::string& reference, std::string* why) {
+  std::string resolved = resolve_graph_path(base_dir, reference);
+  const char* env = std::getenv("SHARDPROOF_GRAPH_ROOT");
+  std::string root = env && *env ? env : (base_dir.empty() ? "." : base_dir);
+  std::error_code ec;
+  fs::path real_root = fs::weakly_canonical(fs::absolute(root, ec), ec);
+  fs::path real_file = ec ? fs::path() : fs::weakly_canonical(fs::absolute(resolved, ec), ec);
+  struct stat st;
+  if (!ec && stat(real_file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    *why = "graph file \"" + reference + "\" is not a regular file";
+    return std::nullopt;
+  }
+  if (ec || !inside(real_file, real_root)) {
+    *why = "graph file \"" + reference + "\" lies outside " +
+           (env && *env ? "$SHARDPROOF_GRAPH_ROOT " + real_root.string()
+                        : "the plan's directory " + real_root.string()) +
+           " (set SHARDPROOF_GRAPH_ROOT to a directory that holds both to allow it)";
+    return std::nullopt;
+  }
+  return resolved;
 }
 
 }  // namespace shardproof

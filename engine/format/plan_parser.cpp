@@ -127,7 +127,10 @@ class PlanReader {
       n.fail("type", key + ": expected a graph object or a path to a graph file, found " +
                          jsonsrc::describe(n.value()));
     if (n->text.empty()) n.fail("graph-ref", key + ": the graph file path is empty");
-    std::string resolved = resolve_graph_path(base_dir_, n->text);
+    std::string why;
+    std::optional<std::string> confined = graph_file_path(base_dir_, n->text, &why);
+    if (!confined) n.fail("graph-ref", key + ": " + why);
+    const std::string& resolved = *confined;
     std::error_code ec;
     if (!fs::exists(resolved, ec) || fs::is_directory(resolved, ec))
       n.fail("graph-ref",

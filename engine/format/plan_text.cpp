@@ -85,7 +85,9 @@ std::optional<std::string> inline_graph_references(const std::string& text,
     int i = plan.value->find(key);
     if (i < 0 || !plan.value->items[i].is(jsonsrc::Value::Kind::String)) continue;
     const std::string& ref = plan.value->items[i].text;
-    const std::string path = resolve_graph_path(base_dir, ref);
+    std::optional<std::string> confined = graph_file_path(base_dir, ref, why);
+    if (!confined) return std::nullopt;
+    const std::string& path = *confined;
     std::optional<std::string> graph_text = read_file_text(path, why);
     if (!graph_text) return std::nullopt;
     jsonsrc::ParseResult& graph = graphs.emplace_back(jsonsrc::parse(*graph_text));

@@ -197,6 +197,9 @@ class Prover {
     params.set("rlimit",
                static_cast<unsigned>(std::min<uint64_t>(options_.rlimit, 4'000'000'000u)));
     if (options_.timeout_ms > 0) params.set("timeout", options_.timeout_ms);
+    // Z3's own SIGINT handler crashes a process that solves on threads; the
+    // CLI and the daemon handle Ctrl-C themselves (cli/interrupt.h).
+    params.set("ctrl_c", false);
     solver.set(params);
     for (const z3::expr& a : alg_.assumptions()) solver.add(a);
     return solver;

@@ -100,9 +100,14 @@ class Expander {
   }
 
   [[noreturn]] void too_large(const Node& n, const char* what) const {
+    const bool by_bytes = tensor_count_ <= kMaxInstances && op_count_ <= kMaxInstances;
     n.fail("plan-too-large",
-           "the expansion has more than " + std::to_string(kMaxInstances) + " " + what +
-               " instances (mesh of " + std::to_string(m_.world) + " devices, " +
+           (by_bytes ? "the expansion would take more than " +
+                           std::to_string(kMaxExpansionBytes >> 20) + " MiB at the " + what +
+                           " instances so far"
+                     : "the expansion has more than " + std::to_string(kMaxInstances) + " " +
+                           what + " instances") +
+               " (mesh of " + std::to_string(m_.world) + " devices, " +
                std::to_string(m_.mb) +
                " micro-batches); plans this large are verified per coordinate class, without "
                "expanding them (the default of shardproof verify)");
@@ -112,14 +117,19 @@ class Expander {
     for (const Program& p : g_.programs) {
       for (const TensorTemplate& t : p.tensors)
         each(p, t.when, t.per_mb, [&](const Coord&, int64_t) {
-          if (++tensor_count_ > kMaxInstances) too_large(t.node, "tensor");
+          if (++tensor_count_ > kMaxInstances || over_budget()) too_large(t.node, "tensor");
         });
       for (const OpTemplate& op : p.ops)
         each(p, op.when, op.per_mb, [&](const Coord& c, int64_t) {
           if (op.kind == OpTemplate::Kind::Collective && !leader(op, c)) return;
-          if (++op_count_ > kMaxInstances) too_large(op.node, "op");
+          if (++op_count_ > kMaxInstances || over_budget()) too_large(op.node, "op");
         });
     }
+  }
+
+  bool over_budget() const {
+    return tensor_count_ * kBytesPerTensorInstance + op_count_ * kBytesPerOpInstance >
+           kMaxExpansionBytes;
   }
 
   Origin origin(uint32_t p, uint32_t element, const Coord& c) const {

@@ -22,6 +22,11 @@ namespace shardproof::compact {
 // cost about 4 KB and 28 us per op (600k ops: 2.4 GB, 17 s), so 10^6 keeps
 // one plan within a few GB of a shared machine.
 inline constexpr int64_t kMaxInstances = 1'000'000;
+// And beyond this estimated memory (measured: about 2 KB per op and 1 KB per
+// tensor instance while expanding and checking), whatever the counts: a
+// plan of a few KB must not take gigabytes before anything is decided.
+inline constexpr int64_t kMaxExpansionBytes = int64_t{1} << 30;
+inline constexpr int64_t kBytesPerOpInstance = 2048, kBytesPerTensorInstance = 1024;
 
 // Which template (program, element) and which instance made an expanded
 // tensor or op.

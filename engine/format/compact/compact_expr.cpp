@@ -19,9 +19,30 @@ int64_t checked(int64_t v, std::string_view text) {
   return v;
 }
 
+// Operands within 2^40 keep sums exact; a product may not fit in int64 at
+// all, so it is checked before it can wrap.
+int64_t checked_product(int64_t a, int64_t b, std::string_view text) {
+  int64_t v;
+  if (__builtin_mul_overflow(a, b, &v)) return checked(kMaxMagnitude + 1, text);
+  return checked(v, text);
+}
+
+// The text as quoted in a message: a hostile one is cut short.
+std::string shown(std::string_view text) {
+  return text.size() <= 80 ? std::string(text) : std::string(text.substr(0, 80)) + "...";
+}
+
+void check_length(std::string_view text) {
+  if (text.size() > kMaxExprLength)
+    fail("\"" + shown(text) + "\": longer than " + std::to_string(kMaxExprLength) +
+         " characters (the limit of an expression, condition or template)");
+}
+
 class Parser {
  public:
-  Parser(std::string_view text, AxisMask declared) : text_(text), declared_(declared) {}
+  Parser(std::string_view text, AxisMask declared) : text_(text), declared_(declared) {
+    check_length(text);
+  }
 
   Affine expr() {
     Affine a = term();
@@ -89,14 +110,26 @@ class Parser {
              "\": a product of two coordinate terms is not affine (one factor must be a constant)");
       if (a.is_constant()) std::swap(a, b);
       int64_t k = b.constant;  // a * k
-      a.constant = checked(a.constant * k, text_);
-      for (int64_t& c : a.coef) c = checked(c * k, text_);
+      a.constant = checked_product(a.constant, k, text_);
+      for (int64_t& c : a.coef) c = checked_product(c, k, text_);
     }
     return a;
   }
 
+  // Counts the nesting of parentheses and signs while a factor is read.
+  struct Deeper {
+    Parser& p;
+    explicit Deeper(Parser& parser) : p(parser) {
+      if (++p.depth_ > kMaxExprDepth)
+        fail("\"" + shown(p.text_) + "\": nested deeper than " + std::to_string(kMaxExprDepth) +
+             " parentheses or signs");
+    }
+    ~Deeper() { --p.depth_; }
+  };
+
   Affine factor() {
     skip();
+    Deeper deeper(*this);
     Affine a;
     char c = peek();
     if (c == '(') {
@@ -141,6 +174,7 @@ class Parser {
   std::string_view text_;
   AxisMask declared_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 AxisMask mask_of(const Affine& a) {
@@ -213,9 +247,10 @@ Condition parse_condition(std::string_view text, AxisMask declared) {
     else
       p.unexpected("a comparison (==, <, <=, >, >=; there is no != and no ||)");
     Affine rhs = p.expr();
+    // Within 2^40 like every other coefficient: evaluation then fits int64.
     k.diff = lhs;
-    k.diff.constant = lhs.constant - rhs.constant;
-    for (int i = 0; i < kAxisCount; ++i) k.diff.coef[i] = lhs.coef[i] - rhs.coef[i];
+    k.diff.constant = checked(lhs.constant - rhs.constant, text);
+    for (int i = 0; i < kAxisCount; ++i) k.diff.coef[i] = checked(lhs.coef[i] - rhs.coef[i], text);
     cond.all.push_back(k);
   } while (p.eat("&&"));
   if (!p.done()) p.unexpected("\"&&\" or the end of the condition");
@@ -239,6 +274,7 @@ AxisMask Template::mask() const {
 }
 
 Template parse_template(std::string_view text, AxisMask declared) {
+  check_length(text);
   Template t;
   std::string lit;
   for (size_t i = 0; i < text.size(); ++i) {

@@ -22,6 +22,10 @@ inline constexpr int kMbAxis = kAxisCount - 1;
 // Constants and coefficients beyond this are surely mistakes; with
 // coordinates below 2^20 every evaluation then fits in int64.
 inline constexpr int64_t kMaxMagnitude = int64_t{1} << 40;
+// A name or a bound is short; a longer text or deeper nesting is hostile
+// (a recursive reader would run out of stack on it).
+inline constexpr size_t kMaxExprLength = 4096;
+inline constexpr int kMaxExprDepth = 64;
 
 std::optional<int> axis_by_name(std::string_view name);
 
@@ -45,7 +49,8 @@ struct Affine {
 };
 
 // Why a text is not an expression, condition or template: rule
-// "compact-expr" (syntax, not affine, overflow) or "compact-axis".
+// "compact-expr" (syntax, not affine, overflow, too long or too deep) or
+// "compact-axis".
 struct ExprError {
   std::string rule;
   std::string message;
