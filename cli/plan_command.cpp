@@ -74,6 +74,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
   cmd->add_flag("--reshard-residual", c.reshard_residual,
                 "Each layer's output is cut to the tp rank's hidden block and all-gathered back "
                 "(transformers)");
+  cmd->add_flag("--clip", c.clip, "Clip gradients by their global norm (transformers)");
+  cmd->add_flag("--dropout", c.dropout, "Dropout on each dense MLP output (transformers)");
+  cmd->add_flag("--schedule", c.schedule, "Write the 1F1B pipeline schedule section (pp >= 2)");
   cmd->add_option("--microbatches", c.microbatches, "Micro-batches per step")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();

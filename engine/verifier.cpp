@@ -4,32 +4,39 @@
 #include <exception>
 
 #include "engine/classes/class_verifier.h"
+#include "engine/schedule/schedule_verdict.h"
 
 namespace shardproof {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The graphs' verdict, then the schedule's (a deadlock is a finding).
+Report with_schedule(const Plan& plan, Report report) {
+  schedule::add_schedule_verdict(plan.schedule_json, report);
+  return report;
+}
+
 }  // namespace
 
 Report verify_plan(const Plan& plan, const VerifyOptions& options) {
-  if (plan.compact) return verify_by_classes(plan, options);
-  return verify_expanded(plan, options, nullptr);
+  if (plan.compact) return with_schedule(plan, verify_by_classes(plan, options));
+  return with_schedule(plan, verify_expanded(plan, options, nullptr));
 }
 
 Report verify_plan(const Plan& plan, const VerifyOptions& options, StageRecord& record) {
   if (plan.compact) {
     record = StageRecord{};
-    return verify_by_classes(plan, options);
+    return with_schedule(plan, verify_by_classes(plan, options));
   }
-  return verify_expanded(plan, options, &record);
+  return with_schedule(plan, verify_expanded(plan, options, &record));
 }
 
 Report verify_plan_edit(const Plan& plan, const OpEdits& edits, const VerifyOptions& options,
                         StageRecord& record) {
   if (record.units.empty() || record.stages.size() != record.units.size())
     return verify_plan(plan, options, record);
-  return verify_expanded_edit(plan, edits, options, record);
+  return with_schedule(plan, verify_expanded_edit(plan, edits, options, record));
 }
 
 Report verify_plan_file(const std::string& path, const VerifyOptions& options) {

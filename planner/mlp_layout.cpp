@@ -42,6 +42,9 @@ Layout::Layout(const PlanConfig& config)
   if (config.tie_embeddings) reject("tie_embeddings is not supported by the mlp family");
   if (config.bias) reject("bias is not supported by the mlp family");
   if (config.reshard_residual) reject("reshard_residual is not supported by the mlp family");
+  if (config.clip) reject("clip is not supported by the mlp family");
+  if (config.dropout) reject("dropout is not supported by the mlp family");
+  if (config.schedule) reject("schedule is not supported by the mlp family");
   if (L < 1) reject("layers must be >= 1 (got " + str(L) + ")");
   if (H < 1) reject("hidden must be >= 1 (got " + str(H) + ")");
   if (B < 1) reject("batch must be >= 1 (got " + str(B) + ")");

@@ -92,13 +92,26 @@ const std::vector<BugSpec>& moe_bug_table() {
         "shared expert output dropped from the MoE combine"},
        [](const Layout& s) { return needs_moe(s, true, ""); },
        [](const Layout& s) { return layer(s.moe_bug_layer()) + ".mlp"; }},
+      {{"expert-grad-scaled-by-dp",
+        "with ep = dp the expert gate weight gradients of the MoE reference layer are divided by "
+        "dp, as if averaged over the data-parallel group, although each has one owner",
+        "expert gradients scaled by the data-parallel size instead of the expert-data-parallel "
+        "size"},
+       [](const Layout& s) { return needs_moe(s, s.ep >= 2, "ep >= 2"); },
+       [](const Layout& s) { return grad(in_moe(s, "wg")); }},
+      {{"clip-norm-missing-ep",
+        "with --clip the experts' sum of squares is all-reduced without the expert-parallel "
+        "(dp) ranks, which hold other experts",
+        "expert-parallel group left out of the gradient norm reduction"},
+       [](const Layout& s) { return needs_moe(s, s.c.clip && s.ep >= 2, "--clip and ep >= 2"); },
+       [](const Layout&) { return std::string("clip.expert.ss"); }},
   };
   return bugs;
 }
 
 std::vector<const BugSpec*> all_bugs() {
   std::vector<const BugSpec*> all;
-  for (const auto* table : {&bug_table(), &option_bug_table(), &moe_bug_table()})
+  for (const auto* table : {&bug_table(), &option_bug_table(), &step_bug_table(), &moe_bug_table()})
     for (const BugSpec& b : *table) all.push_back(&b);
   return all;
 }
@@ -114,6 +127,8 @@ std::vector<BugInfo> family_bugs(const ModelShape& model) {
     infos.push_back(b.info);
   }
   for (const BugSpec& b : option_bug_table()) infos.push_back(b.info);
+  for (const BugSpec& b : step_bug_table())
+    if (!moe || b.info.name.rfind("dropout-", 0) != 0) infos.push_back(b.info);
   if (moe)
     for (const BugSpec& b : moe_bug_table()) infos.push_back(b.info);
   return infos;

@@ -33,6 +33,15 @@ struct PlanConfig {
   // rank's hidden block and all-gathered back (a correct round trip).
   bool reshard_residual = false;
   int microbatches = 1;
+  // transformers: clip the gradients by their global norm before the
+  // optimizer step (max norm 1), the norm summed over every parallel kind.
+  bool clip = false;
+  // transformers (dense layers): dropout on each MLP output, the mask drawn
+  // by the `random` op from the generator state `rng.state`.
+  bool dropout = false;
+  // transformers, pp >= 2 (v1 form): write the "schedule" section, the 1F1B
+  // order of each rank's pipeline sends and receives, which verify checks.
+  bool schedule = false;
   std::string optimizer;  // "sgd" | "adam"; empty: the model's default
   std::string bug;        // empty: a correct plan
   // Write the compact form (shardproof-plan/1.1): programs over the device

@@ -101,12 +101,19 @@ const BugSpec* find_bug(const Layout& layout, const std::string& family);
 // apart from the llama catalogue (transformer_options.cpp, moe_bugs.cpp).
 const std::vector<BugSpec>& option_bug_table();
 const std::vector<BugSpec>& moe_bug_table();
+// Training-step bugs: clipping, accumulation, wrong groups (step_bugs.cpp).
+const std::vector<BugSpec>& step_bug_table();
+// The logical tensor the global norm's dense sum of squares is (--clip).
+std::string clip_total(const Layout& s);
 // Every bug find_bug knows, and those a model family can carry.
 std::vector<const BugSpec*> all_bugs();
 std::vector<BugInfo> family_bugs(const ModelShape& model);
 // Why a catalogue bug cannot fire in this (MoE) layout beyond its own
 // condition, e.g. an MLP bug whose reference layer is an MoE layer; "" if it can.
 std::string family_not_applicable(const Layout& layout, const std::string& bug);
+
+// The pipeline schedule section of a plan with pp >= 2 (pipeline_schedule.cpp).
+nlohmann::json pipeline_schedule(const Layout& s);
 
 // The plan document and the first tensor of its bug (transformer_plan.cpp).
 nlohmann::json transformer_plan(const ModelShape& model, const PlanConfig& config);
@@ -281,6 +288,10 @@ class Builder {
   void attention_forward(int i, Coord x);
   void mlp_forward(int i, Coord x);
   void mlp_backward(int i, Coord x);
+  // transformer_dropout.cpp: --dropout on layer i's MLP output (returns the
+  // tensor the residual adds: the dropped output, or the output itself).
+  std::string dropout(const Coord& x, int i);
+  std::string rng_state(const Coord& x);
   void attention_backward(int i, Coord x);
 
   // --- transformer_options.cpp: --bias and --reshard-residual.
@@ -378,6 +389,39 @@ class Builder {
   void dp_sync(const Param& p, const Coord& x, const std::vector<std::string>& in,
                const std::vector<std::string>& out, const Group& group);
   void step(const Param& p, const Coord& x, const std::string& g_piece, bool zero);
+  // The optimizer steps update_piece leaves for after every piece's sync, so
+  // that gradient clipping sees every gradient first.
+  struct PendingStep {
+    const Param* p;
+    Coord x;
+    std::string g;  // the synced gradient (its shard under ZeRO)
+    bool zero;
+    bool tied_copy;  // the tied table's copy on the last stage
+  };
+  std::vector<PendingStep> pending_;
+  // The accumulated gradient before any sync, per (piece, rank).
+  std::map<std::pair<std::string, int>, std::string> presync_;
+  // step_bugs.cpp hooks: one link of the accumulation chain (acc + term ->
+  // next, or what a bug makes of it); the contributions as a bug rewrites
+  // them before they are accumulated (a micro-batch's all-reduced over dp,
+  // an expert's scaled by 1/dp); the dp sync of a piece run on the tp group.
+  void accumulate(const Param& p, const Coord& x, size_t k, const std::string& acc,
+                  const std::string& term, const std::string& next);
+  void rewrite_terms(const Param& p);
+  bool dp_sync_on_tp_group(const Param& p) const;
+  // ZeRO-1: which shard of the summed gradient x's rank keeps.
+  int64_t zero_partition(const Param& p, const Coord& x) const;
+  // The dp rank of the last stage whose tied table x's first-stage one is summed with.
+  Ix tied_partner_dp(const Coord& x) const;
+  // transformer_clip.cpp: --clip, then every pending step.
+  void finish_updates();
+  void clip_gradients();
+  bool norm_counts(const PendingStep& u) const;
+  std::vector<int> norm_group(const Coord& x, bool expert) const;
+  std::string norm_tensor(const Coord& x, const std::string& local, const std::string& logical,
+                          const SymSlice& slice, std::vector<SymClaim::Over> over = {});
+  std::string sum_terms(const Coord& x, const std::string& name,
+                        const std::vector<std::string>& terms, const std::string& out);
   void finish_step(const Param& p, const Coord& x, const std::string& next, bool zero);
   nlohmann::json optimizer_attrs() const;
 

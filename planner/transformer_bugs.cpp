@@ -262,6 +262,8 @@ std::pair<std::string, Builder::BugSite> Builder::dp_sync_bug(const Param& p,
 Builder::BugSite Builder::send_bug(const std::string& name, const Coord& from) const {
   // The micro-batch bug fires on micro-batch 1 (it sends micro-batch 0's
   // activation, the only other one already computed at that point).
+  if (s.bug("pp-grad-send-wrong-microbatch") && name == grad(boundary_resid(s)))
+    return site_at(from, 1, true);
   const int m = s.bug("pp-send-wrong-microbatch") ? 1 : 0;
   if (!(s.bug("pp-send-wrong-tensor") || s.bug("pp-send-wrong-microbatch")) ||
       name != boundary_resid(s))
@@ -270,7 +272,7 @@ Builder::BugSite Builder::send_bug(const std::string& name, const Coord& from) c
 }
 
 std::string Builder::send_bug_source(const std::string& name, const Coord& from) const {
-  if (s.bug("pp-send-wrong-microbatch")) {
+  if (s.bug("pp-send-wrong-microbatch") || s.bug("pp-grad-send-wrong-microbatch")) {
     Coord other = from;
     other.m = 0;
     return at(other, name);

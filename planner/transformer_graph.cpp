@@ -150,6 +150,8 @@ std::string compact_unsupported(const Layout& s) {
   // The tied table's gradient is summed over the first and the last stage
   // only: not a whole line of the mesh, so not a group of axes.
   if (s.tie && s.pp > 1) return "--tie-embeddings with pp > 1";
+  if (s.c.clip) return "--clip";
+  if (s.c.dropout) return "--dropout";
   // A gather in reverse rank order: the compact form orders a group's
   // members by their coordinates.
   for (const char* order : {"reshard-gather-order", "sp-allgather-order", "zero-allgather-order",

@@ -64,8 +64,9 @@ void Builder::mlp_forward(int i, Coord x0) {
            });
   });
   each_cp_tp(x0, [&](const Coord& x) {
+    const std::string branch = dropout(x, i);
     std::string y = resid_out(x, i + 1);
-    op(x, l + ".mlp.residual", "add", {at(x, l + ".h"), at(x, l + ".mlp")}, {y});
+    op(x, l + ".mlp.residual", "add", {at(x, l + ".h"), branch}, {y});
   });
   reshard_resid(x0, i + 1);
 }
@@ -74,10 +75,17 @@ void Builder::mlp_backward(int i, Coord x0) {
   const std::string l = layer(i);
   const Shape hs = {s.B, s.S, s.H}, ffn = {s.B, s.S, s.F};
   const std::string gy_name = grad(resid(i + 1));
-  each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, gy_name, hs, kResid, 1); });
+  // The MLP output's gradient: the residual's, times the dropout mask.
+  const std::string g_out = s.c.dropout ? grad(l + ".mlp") : gy_name;
+  if (s.c.dropout)
+    each_cp_tp(x0, [&](const Coord& x) {
+      std::string g = act(x, g_out, hs, kResid);
+      op(x, g_out + ".dropout", "mul", {at(x, gy_name), at(x, l + ".mlp.mask")}, {g});
+    });
+  each_cp(x0, [&](const Coord& xc) { all_gather_seq_group(xc, g_out, hs, kResid, 1); });
 
   each_cp_tp(x0, [&](const Coord& x) {
-    const std::string gy = gather_seq(x, gy_name, hs, kResid, 1);
+    const std::string gy = gather_seq(x, g_out, hs, kResid, 1);
     const int64_t tokens = g.shape(gy)[0] * g.shape(gy)[1];
     std::string g_mid = act(x, grad(l + ".mid"), ffn, kFfn);
     op(x, grad(l + ".mid"), "matmul", {gy, weight(x, l + ".wdown")}, {g_mid},
@@ -86,8 +94,8 @@ void Builder::mlp_backward(int i, Coord x0) {
     const int64_t f_local = g.shape(mid)[2];
     std::string mid2 = scratch(x, l + ".mid.2d", {tokens, f_local});
     op(x, l + ".mid.2d", "reshape", {mid}, {mid2}, {{"shape", g.shape(mid2)}});
-    std::string gy2 = scratch(x, gy_name + ".2d", {tokens, s.H});
-    op(x, gy_name + ".2d", "reshape", {gy}, {gy2}, {{"shape", g.shape(gy2)}});
+    std::string gy2 = scratch(x, g_out + ".2d", {tokens, s.H});
+    op(x, g_out + ".2d", "reshape", {gy}, {gy2}, {{"shape", g.shape(gy2)}});
     std::string gdown =
         grad_target(x, l + ".wdown", "mb", g.shape(weight(x, l + ".wdown")), {tokens});
     op(x, grad(l + ".wdown") + ".matmul", "matmul", {mid2, gy2}, {gdown}, {{"transpose_a", true}});

@@ -27,6 +27,9 @@ std::string plan_name(const Layout& s) {
   if (s.tie) name += " tied";
   if (s.c.bias) name += " bias";
   if (s.c.reshard_residual) name += " reshard";
+  if (s.c.clip) name += " clip";
+  if (s.c.dropout) name += " dropout";
+  if (s.c.schedule) name += " 1f1b";
   name += " mb" + n(s.mb) + " " + s.c.optimizer;
   if (!s.c.bug.empty()) name += ", bug " + s.c.bug;
   return name;
@@ -53,6 +56,8 @@ nlohmann::json meta(const Layout& s) {
                          {"optimizer", s.c.optimizer}};
   if (s.c.bias) meta["bias"] = true;
   if (s.c.reshard_residual) meta["reshard_residual"] = true;
+  if (s.c.clip) meta["clip"] = true;
+  if (s.c.dropout) meta["dropout"] = true;
   if (s.moe()) {
     meta["ep"] = s.ep;
     meta["experts"] = s.E;
@@ -93,11 +98,13 @@ nlohmann::json transformer_plan(const ModelShape& model, const PlanConfig& confi
     m["bug"] = bug->info.name;
     m["bug_first_tensor"] = bug->first_tensor(s);
   }
-  return {{"format", config.compact ? "shardproof-plan/1.1" : "shardproof-plan/1"},
-          {"name", plan_name(s)},
-          {"meta", std::move(m)},
-          {"logical", logical.to_json()},
-          {"parallel", std::move(parallel_json)}};
+  nlohmann::json plan = {{"format", config.compact ? "shardproof-plan/1.1" : "shardproof-plan/1"},
+                         {"name", plan_name(s)},
+                         {"meta", std::move(m)},
+                         {"logical", logical.to_json()},
+                         {"parallel", std::move(parallel_json)}};
+  if (s.c.schedule) plan["schedule"] = pipeline_schedule(s);
+  return plan;
 }
 
 std::string transformer_first_tensor(const ModelShape& model, const PlanConfig& config) {

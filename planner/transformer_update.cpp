@@ -51,6 +51,7 @@ void Builder::update_params() {
     update_piece({&prm});
   }
   if (!tied.empty()) update_piece(tied);
+  finish_updates();
 }
 
 // Reduces the gradient of one parameter piece (or the tied table's pieces on
@@ -86,6 +87,7 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
 
   for (size_t idx = 0; idx < pieces.size(); ++idx) {
     const Param& p = *pieces[idx];
+    rewrite_terms(p);
     for (const Coord& x : coords(p)) {
       const std::vector<std::string>& terms = grads_[{grad_key(x), p.local}];
       if (terms.empty()) throw std::logic_error("transformer planner: no gradient for " + p.local);
@@ -106,10 +108,11 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
         } else {
           next = output(p, int(idx), x, "acc" + str(k), final_add, shape);
         }
-        g.op(at_rank(x, grad(p.local) + ".acc" + str(k)), "add", {acc, terms[k]}, {next});
+        accumulate(p, x, k, acc, terms[k], next);
         acc = next;
       }
       cur[{int(idx), rank(x)}] = acc;
+      presync_[{p.local, rank(x)}] = acc;
     }
 
     // Sequence parallel: each tp rank summed only its own tokens.
@@ -149,7 +152,19 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
       }
 
     // Data (and context) parallel: sum over every replica of the piece.
-    if (sync_dp)
+    if (sync_dp && dp_sync_on_tp_group(p))
+      for (Coord x : coords(p)) {
+        if (x.t != 0) continue;
+        std::vector<std::string> in, out;
+        each_tp(x, [&](const Coord& xt) {
+          in.push_back(cur[{int(idx), rank(xt)}]);
+          out.push_back(output(p, int(idx), xt, "dp", !sync_tie, g.shape(in.back())));
+        });
+        collective(at_rank(x, grad(p.local) + ".dp_all_reduce"), "all_reduce", in, out,
+                   tp_group(x));
+        for (int t = 0; t < s.tp; ++t) cur[{int(idx), tp_group(x).ranks[t]}] = out[t];
+      }
+    else if (sync_dp)
       for (Coord x : coords(p)) {
         if (x.d != 0 || x.c != 0) continue;
         std::vector<std::string> in, out;
@@ -170,7 +185,7 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
       for (Coord x : coords(p)) {
         std::string& g_full = cur[{int(idx), rank(x)}];
         Shape shape = g.shape(g_full);
-        const int64_t j = int64_t(x.d) * s.cp + x.c, len = shape[0] / n_dp;
+        const int64_t j = zero_partition(p, x), len = shape[0] / n_dp;
         shape[0] = len;
         std::string shard = output(p, int(idx), x, "shard", !sync_tie, shape);
         g.op(at_rank(x, grad(p.local) + ".shard"), "slice", {g_full}, {shard},
@@ -185,6 +200,7 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
     for (const Coord& x : coords(*pieces[0])) {
       Coord y = x;
       y.p = s.last_stage();
+      y.d = tied_partner_dp(x);
       std::vector<std::string> in = {cur[{0, rank(x)}], cur[{1, rank(y)}]};
       std::vector<std::string> out;
       for (const Coord& z : {x, y}) {
@@ -205,9 +221,16 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
       cur[{1, rank(y)}] = out[1];
     }
 
+  // With --clip every step waits for the global norm (finish_updates);
+  // without, it follows its piece's sync, as it always has.
   for (size_t idx = 0; idx < pieces.size(); ++idx)
-    for (const Coord& x : coords(*pieces[idx]))
-      step(*pieces[idx], x, cur[{int(idx), rank(x)}], zero);
+    for (const Coord& x : coords(*pieces[idx])) {
+      PendingStep u{pieces[idx], x, cur[{int(idx), rank(x)}], zero, idx == 1};
+      if (s.c.clip)
+        pending_.push_back(u);
+      else
+        step(*u.p, u.x, u.g, u.zero);
+    }
 }
 
 SymSlice Builder::zero_slice(const Param& p, const Coord& x) const {

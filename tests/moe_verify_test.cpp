@@ -94,6 +94,10 @@ std::vector<Case> correct_cases() {
       {"three_layers_pp2", cfg(3, 1, 1, 1, 2, 1)},
       {"dp2_tp2_pp2_mb2", cfg(2, 2, 1, 2, 2, 2)},
       {"dp2_ep2_tp2_pp2_mb2", cfg(2, 2, 2, 2, 2, 2)},
+      // Clipping by the global norm: the experts' squares summed over ep.
+      {"clip_dp2_ep2_tp2", with(cfg(2, 2, 2, 2, 1, 1), [](PlanConfig& c) { c.clip = true; })},
+      {"clip_dp2_ep2_pp2_zero1",
+       with(cfg(2, 2, 2, 1, 2, 1), [](PlanConfig& c) { c.clip = true, c.zero = 1; })},
       // Every option MoE layers allow at once (cp and sp they do not).
       {"everything", with(cfg(2, 2, 2, 2, 2, 2),
                           [](PlanConfig& c) {
@@ -264,6 +268,13 @@ PlanConfig config_for(const std::string& bug) {
       cfg(4, 1, 1, 1, 2, 1),
       with(cfg(2, 1, 1, 2, 1, 1), [](PlanConfig& c) { c.bias = true; }),
       with(cfg(2, 1, 1, 2, 1, 1), [](PlanConfig& c) { c.reshard_residual = true; }),
+      // The training-step catalogue (step_bugs.cpp).
+      cfg(2, 2, 2, 2, 1, 1),
+      with(cfg(2, 2, 2, 2, 1, 1), [](PlanConfig& c) { c.clip = true; }),
+      with(cfg(2, 1, 1, 1, 2, 1), [](PlanConfig& c) { c.clip = true; }),
+      cfg(2, 2, 2, 1, 1, 2),
+      with(cfg(2, 2, 2, 1, 2, 1), [](PlanConfig& c) { c.tie_embeddings = true, c.zero = 1; }),
+      with(cfg(2, 1, 1, 1, 2, 2), [](PlanConfig& c) { c.schedule = true; }),
   };
   for (PlanConfig c : candidates) {
     c.bug = bug;
@@ -296,7 +307,10 @@ TEST_P(MoeBug, IsFoundWhereItFirstShows) {
   ASSERT_FALSE(r.findings.empty()) << describe(c);
   // Mismatches come first; a stage assumes its inputs' claims, so the
   // corrupted site's claim is the one that fails.
-  EXPECT_EQ(r.findings[0].kind, "mismatch") << describe(c) << "\n" << testing::explain(r);
+  // (A schedule bug leaves the graphs correct: its finding is the schedule's.)
+  EXPECT_EQ(r.findings[0].kind, expected == "schedule" ? "schedule" : "mismatch")
+      << describe(c) << "\n"
+      << testing::explain(r);
   EXPECT_EQ(r.findings[0].tensor, expected) << describe(c) << "\n" << testing::explain(r);
 }
 

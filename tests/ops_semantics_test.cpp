@@ -159,6 +159,17 @@ std::map<std::string, Generator> generators() {
     c.attrs["dim"] = Attr::of_int(uniform(rng, -static_cast<int64_t>(s.size()), s.size() - 1));
     return c;
   };
+  g["random"] = [](Rng& rng) {  // engine/ops/random.cpp
+    Case c;
+    Shape s = random_shape(rng), full = s, offset;
+    for (int64_t& d : full) d += uniform(rng, 0, 2);
+    for (size_t k = 0; k < s.size(); ++k) offset.push_back(uniform(rng, 0, full[k] - s[k]));
+    c.in = {{{}, DType::F32}};
+    c.attrs["shape"] = Attr::of_int_list(s);
+    c.attrs["full"] = Attr::of_int_list(full);
+    c.attrs["offset"] = Attr::of_int_list(offset);
+    return c;
+  };
   g["reshape"] = [](Rng& rng) {
     Case c;
     Shape s = random_shape(rng);

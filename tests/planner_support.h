@@ -69,6 +69,15 @@ inline std::optional<planner::PlanConfig> llama_config_for_bug(const std::string
       transformer_config(4, 1, 1, 2, 1),
       with(transformer_config(2, 1, 2, 1, 1), [](auto& c) { c.bias = true; }),
       with(transformer_config(2, 1, 2, 1, 1), [](auto& c) { c.reshard_residual = true; }),
+      // The training-step catalogue (step_bugs.cpp): clipping, accumulation,
+      // ZeRO with a tied table on two stages.
+      with(transformer_config(2, 2, 2, 1, 1), [](auto& c) { c.clip = true; }),
+      with(transformer_config(2, 1, 1, 2, 1), [](auto& c) { c.clip = true; }),
+      transformer_config(2, 2, 1, 1, 2),
+      with(transformer_config(2, 2, 1, 2, 1), [](auto& c) { c.tie_embeddings = true, c.zero = 1; }),
+      with(transformer_config(2, 1, 2, 1, 1), [](auto& c) { c.dropout = true; }),
+      with(transformer_config(2, 1, 2, 1, 1), [](auto& c) { c.dropout = true, c.sp = true; }),
+      with(transformer_config(2, 1, 1, 2, 2), [](auto& c) { c.schedule = true; }),
   };
   for (planner::PlanConfig c : candidates) {
     c.bug = bug;

@@ -127,7 +127,8 @@ struct CompactSource;
 struct Plan {
   std::string format;  // "shardproof-plan/1"
   std::string name;
-  std::string meta_json;  // free-form meta, re-serialised for reports
+  std::string meta_json;      // free-form meta, re-serialised for reports
+  std::string schedule_json;  // the "schedule" section as compact JSON ("" when absent)
   std::string path;
   Graph logical, parallel;
   // A compact plan too large to expand (plan_parser.h, ParseOptions): its

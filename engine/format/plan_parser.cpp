@@ -12,6 +12,7 @@
 #include "engine/format/compact/compact_expand.h"
 #include "engine/format/file_text.h"
 #include "engine/format/v1/plan_validation.h"
+#include "engine/format/v1/schedule_section.h"
 #include "engine/json/json_source.h"
 
 namespace shardproof {
@@ -41,21 +42,26 @@ class PlanReader {
     Plan plan;
     plan.path = display_;
     plan.format = read_format(root);
-    check_keys(root, {"format", "name", "meta", "logical", "parallel"}, "the plan");
+    check_keys(root, {"format", "name", "meta", "logical", "parallel", "schedule"}, "the plan");
     if (std::optional<Node> name = root.get("name")) plan.name = expect_string(*name, "name");
     std::optional<Node> meta = root.get("meta");
     plan.meta_json = meta ? jsonsrc::serialize(meta->value()) : "{}";
 
     Node logical = graph_node(root, "logical");
     Node parallel = graph_node(root, "parallel");
+    std::optional<Node> schedule = root.get("schedule");
     if (plan.format == kCompactFormat) {
       read_compact(logical, parallel, plan);
+      if (schedule)
+        plan.schedule_json = plan_detail::read_schedule_section(*schedule, plan.parallel.world);
       return plan;
     }
     plan_detail::GraphSyntax lsyn = plan_detail::read_graph(logical, false, plan.logical);
     plan_detail::GraphSyntax psyn = plan_detail::read_graph(parallel, true, plan.parallel);
     plan_detail::check_lineage(plan.logical, lsyn, plan.parallel, psyn);
     plan_detail::check_map_arity({{&plan.logical, &lsyn}, {&plan.parallel, &psyn}});
+    if (schedule)
+      plan.schedule_json = plan_detail::read_schedule_section(*schedule, plan.parallel.world);
     return plan;
   }
 

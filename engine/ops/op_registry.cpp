@@ -6,6 +6,10 @@
 
 namespace shardproof {
 
+namespace ops {
+void register_random_ops(OpRegistry& r);  // random.cpp
+}
+
 const OpRegistry& OpRegistry::instance() {
   static const OpRegistry registry = [] {
     OpRegistry r;
@@ -18,6 +22,7 @@ const OpRegistry& OpRegistry::instance() {
     ops::register_indexing_ops(r);
     ops::register_optimizer_ops(r);
     ops::register_collective_ops(r);
+    ops::register_random_ops(r);
     return r;
   }();
   return registry;

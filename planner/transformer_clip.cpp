@@ -1,0 +1,217 @@
+// Gradient clipping by global norm (--clip, as Megatron's clip_grad_norm
+// does it), then the optimizer step on every piece.
+//
+// Logical: per parameter `clip.P.sq = square(grad.P)`, `clip.P.ss =
+// sum(clip.P.sq)`; `clip.ss` their sum (MoE: `clip.dense.ss + clip.expert.ss`,
+// each a sum over its parameters); `clip.norm = sqrt(clip.ss)`, `clip.coef =
+// minimum(1 / (clip.norm + eps), 1)` (max norm 1); `grad.P.clipped =
+// grad.P * clip.coef` goes to the optimizer.
+//
+// Parallel: each rank squares its synced gradient piece (its shard under
+// ZeRO) and sums it, claimed as `clip.P.ss` restricted to the piece's box, so
+// a piece counted twice or left out shows at the total. A piece replicated
+// over tp (norm weights, the router), over kv replicas or on the tied
+// table's last stage is counted on one holder only. Each rank adds its
+// pieces and the sums are all-reduced over the ranks that hold distinct
+// pieces: tp x pp (every dp x cp rank under ZeRO, whose shards differ; every
+// rank for experts under ep, whose blocks differ).
+#include <stdexcept>
+
+#include "planner/transformer.h"
+
+namespace shardproof::planner::transformer {
+
+namespace {
+
+bool tp_split(const Spec& spec) {
+  for (Ax a : spec)
+    if (a == Ax::Tp || a == Ax::Kv || a == Ax::TpGate || a == Ax::TpUp || a == Ax::KvModulo)
+      return true;
+  return false;
+}
+
+bool expert_piece(const Spec& spec) {
+  return !spec.empty() && spec[0] == Ax::Expert;
+}
+
+}  // namespace
+
+void Builder::finish_updates() {
+  if (s.c.clip) clip_gradients();
+  for (const PendingStep& u : pending_) step(*u.p, u.x, u.g, u.zero);
+  pending_.clear();
+}
+
+bool Builder::norm_counts(const PendingStep& u) const {
+  if (s.logical) return true;
+  if (u.tied_copy) return false;
+  // Bug: every tp rank counts what it holds, replicas included.
+  if (s.bug("clip-norm-replicated-counted-tp")) return true;
+  const Spec& spec = u.p->spec;
+  if (!tp_split(spec)) return u.x.t == 0;
+  bool kv = false;
+  for (Ax a : spec) kv = kv || a == Ax::Kv;
+  if (kv && s.kv_replicas() > 1) return int(u.x.t) % s.kv_replicas() == 0;
+  return true;
+}
+
+std::vector<int> Builder::norm_group(const Coord& x, bool expert) const {
+  // Whose pieces differ: tp x pp always; dp x cp under ZeRO (shards) and for
+  // experts under ep (blocks).
+  bool across_dp = s.zero > 0 || (expert && s.ep > 1);
+  if (expert && s.bug("clip-norm-missing-ep")) across_dp = false;
+  const bool across_pp = expert || !s.bug("clip-norm-missing-pp");
+  std::vector<int> group;
+  for (int p = 0; p < s.pp; ++p)
+    for (int d = 0; d < s.dp; ++d)
+      for (int c = 0; c < s.cp; ++c)
+        for (int t = 0; t < s.tp; ++t) {
+          if (!across_pp && p != x.p) continue;
+          if (!across_dp && (d != int(x.d) || c != int(x.c))) continue;
+          group.push_back(s.rank(d, c, t, p));
+        }
+  return group;
+}
+
+std::string Builder::norm_tensor(const Coord& x, const std::string& local,
+                                 const std::string& logical, const SymSlice& slice,
+                                 std::vector<SymClaim::Over> over) {
+  if (s.logical) {
+    g.tensor(x, logical, extent(slice), std::nullopt, "f32");
+    return logical;
+  }
+  g.tensor(x, local, extent(slice), SymClaim{logical, slice, 0, 1, std::move(over)}, "f32");
+  return local;
+}
+
+// Adds `terms` on x's rank into `out` (declared); the links in between are
+// unclaimed. No term: 0.
+std::string Builder::sum_terms(const Coord& x, const std::string& name,
+                               const std::vector<std::string>& terms, const std::string& out) {
+  if (terms.empty()) {
+    g.op(at_rank(x, name + ".zero"), "const", {}, {out},
+         {{"value", 0}, {"shape", nlohmann::json::array()}, {"dtype", "f32"}});
+    return out;
+  }
+  std::string acc = terms[0];
+  if (terms.size() == 1) {
+    g.op(at_rank(x, name + ".copy"), "scale", {acc}, {out}, {{"factor", 1}});
+    return out;
+  }
+  for (size_t k = 1; k < terms.size(); ++k) {
+    std::string next = out;
+    if (k + 1 < terms.size()) {
+      next = at_rank(x, name + ".acc" + std::to_string(k));
+      g.tensor(x, next, {}, std::nullopt, "f32");
+    }
+    g.op(at_rank(x, name + ".add" + std::to_string(k)), "add", {acc, terms[k]}, {next});
+    acc = next;
+  }
+  return out;
+}
+
+void Builder::clip_gradients() {
+  // Every rank's own contributions, per total (dense, expert).
+  std::map<std::pair<bool, int>, std::vector<std::string>> terms;
+  std::map<int, Coord> where;
+  for (int p = 0; p < s.pp; ++p)
+    for (const Coord& x : devices(p)) where[rank(x)] = x;
+  for (const PendingStep& u : pending_) {
+    if (!norm_counts(u)) continue;
+    const Param& p = *u.p;
+    const Coord& x = u.x;
+    std::string src = u.g;
+    // Bug: the norm reads the gradient before its data-parallel reduction.
+    if (s.bug("clip-before-reduce") && p.local == layer(s.bug_layer()) + ".wq")
+      src = presync_.at({p.local, rank(x)});
+    const SymSlice slice = u.zero ? zero_slice(p, x) : slice_of(x, p.full, p.spec);
+    const std::string base = "clip." + p.logical, mine = "clip." + p.local;
+    std::string sq = norm_tensor(x, at_rank(x, mine + ".sq"), base + ".sq", slice);
+    g.op(at_rank(x, mine + ".square"), "square", {src}, {sq});
+    std::vector<SymClaim::Over> box;
+    for (const auto& [lo, hi] : slice) box.push_back({lo, hi});
+    std::string ss = norm_tensor(x, at_rank(x, mine + ".ss"), base + ".ss", {}, box);
+    g.op(at_rank(x, mine + ".sum"), "sum", {sq}, {ss});
+    terms[{s.moe() && expert_piece(p.spec), rank(x)}].push_back(ss);
+  }
+
+  // The totals, all-reduced over the ranks whose pieces differ.
+  auto total = [&](bool expert, const std::string& logical) {
+    const std::string name = "clip." + std::string(expert ? "expert" : "dense");
+    std::map<int, std::string> reduced;  // rank -> claimed total
+    for (const auto& [r, x] : where) {
+      if (s.logical) {
+        g.tensor(x, logical, {}, std::nullopt, "f32");
+        sum_terms(x, name, terms[{expert, r}], logical);
+        reduced[r] = logical;
+        continue;
+      }
+      const std::string local = at_rank(x, name + ".local");
+      g.tensor(x, local, {}, std::nullopt, "f32");
+      sum_terms(x, name, terms[{expert, r}], local);
+    }
+    if (s.logical) return reduced;
+    for (const auto& [r, x] : where) {
+      const std::vector<int> group = norm_group(x, expert);
+      if (group.front() != r) continue;
+      std::vector<std::string> in, out;
+      for (int member : group) {
+        const Coord& y = where.at(member);
+        in.push_back(at_rank(y, name + ".local"));
+        out.push_back(at_rank(y, name + ".total"));
+        declare(y, out.back(), logical, {});
+        reduced[member] = out.back();
+      }
+      const bool solo = !expert && s.bug("clip-norm-local-shard");
+      if (solo)
+        for (size_t k = 0; k < group.size(); ++k)
+          collective(at_rank(where.at(group[k]), name + ".norm_all_reduce.solo"), "all_reduce",
+                     {in[k]}, {out[k]}, {group[k]});
+      else
+        collective(at_rank(x, name + ".norm_all_reduce"), "all_reduce", in, out, group);
+    }
+    return reduced;
+  };
+  std::map<int, std::string> dense = total(false, s.moe() ? "clip.dense.ss" : "clip.ss");
+  std::map<int, std::string> expert;
+  if (s.moe()) expert = total(true, "clip.expert.ss");
+
+  // The clip coefficient on every rank, from the replicated total.
+  std::map<int, std::string> coef;
+  for (const auto& [r, x] : where) {
+    auto named = [&](const std::string& logical) {
+      return norm_tensor(x, at_rank(x, logical), logical, {});
+    };
+    std::string ss = dense.at(r);
+    if (s.moe()) {
+      ss = named("clip.ss");
+      g.op(at_rank(x, "clip.ss.add"), "add", {dense.at(r), expert.at(r)}, {ss});
+    }
+    const std::string norm = named("clip.norm"), den = named("clip.den");
+    const std::string ratio = named("clip.ratio"), c = named("clip.coef");
+    g.op(at_rank(x, "clip.sqrt"), "sqrt", {ss}, {norm});
+    const std::string eps = at_rank(x, "clip.eps"), one = at_rank(x, "clip.one");
+    g.tensor(x, eps, {}, std::nullopt, "f32");
+    g.tensor(x, one, {}, std::nullopt, "f32");
+    g.op(at_rank(x, "clip.eps.const"), "const", {}, {eps},
+         {{"value", "1/1000000"}, {"shape", nlohmann::json::array()}});
+    g.op(at_rank(x, "clip.one.const"), "const", {}, {one},
+         {{"value", 1}, {"shape", nlohmann::json::array()}, {"dtype", "f32"}});
+    g.op(at_rank(x, "clip.den.add"), "add", {norm, eps}, {den});
+    g.op(at_rank(x, "clip.ratio.reciprocal"), "reciprocal", {den}, {ratio});
+    g.op(at_rank(x, "clip.coef.minimum"), "minimum", {ratio, one}, {c});
+    coef[r] = c;
+  }
+
+  // Every piece's gradient times the coefficient.
+  for (PendingStep& u : pending_) {
+    const Param& p = *u.p;
+    const SymSlice slice = u.zero ? zero_slice(p, u.x) : slice_of(u.x, p.full, p.spec);
+    const std::string logical = grad(p.logical) + ".clipped";
+    std::string out = norm_tensor(u.x, at_rank(u.x, grad(p.local) + ".clipped"), logical, slice);
+    g.op(at_rank(u.x, grad(p.local) + ".clip"), "mul", {u.g, coef.at(rank(u.x))}, {out});
+    u.g = out;
+  }
+}
+
+}  // namespace shardproof::planner::transformer
