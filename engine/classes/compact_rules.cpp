@@ -119,7 +119,8 @@ class RuleCheck {
         if (!ok) return false;
       }
     if (std::optional<MissingPart> m = rules.first_incomplete_part_set()) {
-      const auto& [tensor, slice, n] = m->set;
+      const std::string& tensor = std::get<0>(m->set);
+      const int64_t n = std::get<2>(m->set);
       templates[m->origin]->node.get("of")->fail(
           "lineage-parts", "claims of " + tensor + " as " + std::to_string(n) +
                                " additive parts never claim part " + std::to_string(m->missing) +
