@@ -538,14 +538,13 @@ TEST(Soundness, ShiftedIdsUsedAsNumbersKeepTheTokens) {
   ASSERT_EQ(bad.verdict, Verdict::NotEquivalent) << explain(bad);
 }
 
-// Known gap (docs/soundness.md, section 7), present before integer
-// positions: comparison results are 0/1 indicators with identities such as
+// Closed by section 3.2 of docs/soundness.md (comparisons never vary):
+// comparison results are 0/1 indicators with identities such as
 // eq(p, q) = 1 - p - q + 2pq for booleans, so a sum of them over a piece can
 // expose the piece's length with no broadcast anywhere. Here the sum over 8
 // tokens of eq(p, q) is written as 2 - sum(p) - sum(q) + 2 sum(pq): right at
-// the reduced size (2 tokens), wrong at 8. Disabled: it is reported
-// equivalent today; run with --gtest_also_run_disabled_tests.
-TEST(Soundness, DISABLED_ComparisonIndicatorsCountThePiece) {
+// the reduced size (2 tokens), wrong at 8: the token line keeps its size.
+TEST(Soundness, ComparisonIndicatorsCountThePiece) {
   const int64_t T = 8;
   json logical = {
       {"tensors",
@@ -596,9 +595,9 @@ TEST(Soundness, DISABLED_ComparisonIndicatorsCountThePiece) {
 // The same gap without comparisons: any per-element value that is constant
 // as a function of its varying inputs (x / x, exp(x - x)) counts the piece
 // when summed, and a parallel constant written for the reduced piece
-// matches. Here sum(x / x) over 8 elements is written as the constant 2.
-// Disabled: reported equivalent today (docs/soundness.md, section 7).
-TEST(Soundness, DISABLED_CancellingValuesCountThePiece) {
+// matches. Here sum(x / x) over 8 elements is written as the constant 2;
+// x / x is a constant by section 3.2.
+TEST(Soundness, CancellingValuesCountThePiece) {
   const int64_t T = 8;
   json logical = {
       {"tensors", {{"x", tensor({T})}, {"r", tensor({T})}, {"y", tensor(json::array())}}},
