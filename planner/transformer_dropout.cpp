@@ -34,7 +34,9 @@ std::string Builder::dropout(const Coord& x, int i) {
   // Bug: a replicated activation drawn with a per-tp-rank generator (the
   // tensor-parallel RNG tracker's state) instead of the shared one.
   if (fires("dropout-rng-replicated-differs", i, x) && int(x.t) != 0) {
-    const std::string seed = constant(x, l + ".rng.tp_offset", {}, int(x.t), "f32");
+    const std::string seed = scratch(x, l + ".rng.tp_offset", {});
+    op(x, l + ".rng.tp_offset.const", "const", {}, {seed},
+       {{"value", int(x.t)}, {"shape", nlohmann::json::array()}, {"dtype", "f32"}});
     const std::string forked = scratch(x, l + ".rng.forked", {});
     op(x, l + ".rng.fork", "add", {state, seed}, {forked});
     state = forked;

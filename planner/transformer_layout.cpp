@@ -75,6 +75,7 @@ Layout Layout::single_device() const {
   one.zero = 0;
   one.sp = false;
   one.reshard_residual = false;  // a parallel round trip, not part of the model
+  one.schedule = false;          // the parallel graph's send order
   one.bug.clear();
   Layout l(model, one);
   l.logical = true;
