@@ -83,7 +83,14 @@ std::optional<std::string> read_file_text(const std::string& path, std::string* 
     ::close(fd);
     return fail(error, path, kind);
   }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  if (S_ISFIFO(st.st_mode)) {
+    // A pipe: now wait for its writer, as a plain open would have.
+    ::close(fd);
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(error, path, std::strerror(errno));
+  } else {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  }
   const uint64_t limit = max_file_bytes();
   auto too_large = [&] {
     ::close(fd);
