@@ -401,6 +401,47 @@ case_files() {
   [ "$(cat "$T/out")" = "plans/ok.json" ] || fail "affected FILES: expected plans/ok.json"
 }
 
+# A torch harness listed in .shardproof.json runs when it or a file it
+# imports is staged. A stand-in front end (no torch needed) writes the mlp
+# plan, with the bug when the staged model.py says BUG.
+case_harness() {
+  mkdir -p "$T/fe/shardproof_torch"
+  : >"$T/fe/shardproof_torch/__init__.py"
+  cat >"$T/fe/shardproof_torch/__main__.py" <<'PY'
+import os, shutil, sys
+args = sys.argv[1:]
+harness, out = args[1], args[args.index("-o") + 1]
+model = os.path.join(os.path.dirname(os.path.abspath(harness)), "model.py")
+bug = "BUG" in open(model).read()
+shutil.copy(os.environ["FAKE_BUG_PLAN" if bug else "FAKE_OK_PLAN"], out)
+PY
+  export SHARDPROOF_TORCH_FRONTEND="$T/fe"
+  plan "$T/ok.json"
+  plan "$T/bug.json" --bug "$BUG"
+  export FAKE_OK_PLAN="$T/ok.json" FAKE_BUG_PLAN="$T/bug.json"
+  "$SP" hooks install >/dev/null
+  echo '{"harnesses": ["train/*_harness.py"]}' >.shardproof.json
+  mkdir -p train
+  printf 'from model import MLP\nMESH = {"tp": 2}\n' >train/mlp_harness.py
+  echo "class MLP: pass" >train/model.py
+  echo "x = 1" >train/notes.py
+  git add .shardproof.json train
+  commit_passes "a harness"
+  expect_out "train/mlp_harness.py: EQUIVALENT"
+  echo "class MLP: pass  # BUG" >train/model.py
+  git add train/model.py
+  commit_blocked "a bug in a file the harness imports"
+  expect_out "train/mlp_harness.py: NOT EQUIVALENT"
+  expect_out "[imports train/model.py]"
+  git reset -q train/model.py
+  echo "x = 2" >train/notes.py
+  git add train/notes.py
+  "$SP" hooks run >"$T/out" 2>&1 || fail "hooks run with an unrelated .py change"
+  [ ! -s "$T/out" ] || fail "an unrelated .py change ran the harness"
+  "$SP" hooks affected train/model.py >"$T/out" || fail "hooks affected"
+  [ "$(cat "$T/out")" = "train/mlp_harness.py" ] || fail "affected: expected the harness"
+}
+
 run_case() {
   CASE=$1
   (
@@ -412,7 +453,7 @@ run_case() {
 
 if [ "$1" = all ]; then
   set -- pass bug first_commit unrelated invalid staged chained hooks_path graph_ref config \
-    unknown files
+    unknown files harness
 fi
 for c in "$@"; do
   run_case "$c"

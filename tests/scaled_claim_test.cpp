@@ -96,7 +96,7 @@ json ddp_plan(int dp, Bug bug, const std::string& scale_text = "") {
     reduce_in.push_back(p + "dw");
     reduce_out.push_back(p + "dw_sum");
     group.push_back(r);
-    const std::string avg = bug == Bug::kNoAveraging ? "1" : "1/" + std::to_string(dp);
+    const std::string avg = "1/" + std::to_string(bug == Bug::kNoAveraging ? 1 : dp);
     ops.push_back({{"name", p + "average"}, {"op", "scale"}, {"in", {p + "dw_sum"}},
                    {"out", {p + "dw_avg"}}, {"attrs", {{"factor", avg}}}});
     ops.push_back({{"name", p + "sgd"}, {"op", "sgd"}, {"in", {p + "w", p + "dw_avg"}},

@@ -4,6 +4,8 @@
 // the text, JSON, GitHub, SARIF and JUnit outputs point at the user's line.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <set>
 #include <string>
 
 #include "cli/formats/report_formats.h"
@@ -214,8 +216,9 @@ TEST(SourceLocation, CiFormatsPointAtTheUsersLine) {
   const json& physical = result["locations"][0]["physicalLocation"];
   EXPECT_EQ(physical["artifactLocation"]["uri"], "model/mlp.py") << result.dump(1);
   EXPECT_EQ(physical["region"]["startLine"], first.line) << result.dump(1);
-  if (r.findings[0].sources.size() > 1)
+  if (r.findings[0].sources.size() > 1) {
     EXPECT_EQ(result["relatedLocations"].size(), r.findings[0].sources.size() - 1);
+  }
 
   const std::string junit = cli::render_junit({located});
   EXPECT_NE(junit.find("file=\"model/mlp.py\" line=\"" + std::to_string(first.line) + "\""),
