@@ -9,7 +9,7 @@
 # compact expressions, frames, store files, signals) and the end-to-end
 # CLI suites; the solver-heavy suites (model families, soundness, class
 # verifier) are left to the main run, where they cost minutes, not tens.
-#   SHARDPROOF_SKIP_SANITIZE=1 scripts/test.sh   # the main run only
+#   SHARDPROOF_SANITIZE_STEP=1 scripts/test.sh   # the main run, then the sanitizer step
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,7 +24,10 @@ else
 fi
 ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@"
 
-[[ "${SHARDPROOF_SKIP_SANITIZE:-0}" == 1 ]] && exit 0
+# Opt-in for now: the step was written and run on the trust branch, but not
+# yet on the merged tree within CI's time (stop 17's note). CI turns it on
+# once a run of it on main is green.
+[[ "${SHARDPROOF_SANITIZE_STEP:-0}" == 1 ]] || exit 0
 
 sanitized_suites=(
   CacheTrustTest VerdictCacheTest CacheRecord CacheUnits TrustCliTest
