@@ -4,6 +4,7 @@
 #include <lmdb.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,9 +59,10 @@ int probe_in_child(const std::string& path) {
   int rc = mdb_env_create(&env);
   if (rc == 0) rc = mdb_env_set_maxdbs(env, 4);
   if (rc == 0)
-    rc = mdb_env_open(env, path.c_str(), MDB_NOSUBDIR | MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0600);
+    rc = mdb_env_open(env, path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOTLS, 0600);
   MDB_txn* txn = nullptr;
   if (rc == 0) rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn);
+  if (rc != 0) txn = nullptr;
   MDB_dbi main = 0;
   if (rc == 0) rc = walk(txn, 0, &sink);  // the free list: writers read it
   if (rc == 0) rc = mdb_dbi_open(txn, nullptr, 0, &main);
@@ -75,6 +77,22 @@ int probe_in_child(const std::string& path) {
     }
     if (rc == 0) rc = walk(txn, dbi, &sink);
   }
+  if (txn) mdb_txn_abort(txn);
+  txn = nullptr;
+  // Writes touch what reads do not (page copies, splits, the free list):
+  // the parent's first writes, in a transaction that is thrown away.
+  if (rc == 0 && (rc = mdb_txn_begin(env, nullptr, 0, &txn)) != 0) txn = nullptr;
+  for (const char* name : {"entries", "used", "meta"}) {
+    if (rc != 0) break;
+    MDB_dbi dbi = 0;
+    if ((rc = mdb_dbi_open(txn, name, MDB_CREATE, &dbi)) != 0) break;
+    char key[] = "shardproof-probe", value[64] = {};
+    MDB_val k{sizeof key, key}, v{sizeof value, value};
+    rc = mdb_put(txn, dbi, &k, &v, 0);
+    if (rc == 0) rc = mdb_del(txn, dbi, &k, nullptr);
+  }
+  if (rc == MDB_MAP_FULL) rc = 0;  // full, not damaged: the parent grows or evicts
+  if (txn) mdb_txn_abort(txn);  // nothing reaches the file
   return rc == 0 ? 0 : 1;
 }
 
@@ -111,7 +129,20 @@ bool probe_store(const std::string& path, int timeout_ms, std::string* why) {
   if (::access(path.c_str(), F_OK) != 0) return true;
   pid_t child = fork();
   if (child < 0) return true;  // cannot tell: LMDB's own checks still apply
-  if (child == 0) _exit(probe_in_child(path));
+  if (child == 0) {
+    // A crash here is the answer, not an event: plain signal death, without
+    // the handlers of whoever hosts us (a sanitizer, a fuzzer, a debugger).
+    // Straight to the kernel: a sanitizer's signal() interceptor may keep its own.
+    struct {
+      void (*handler)(int);
+      unsigned long flags;
+      void (*restorer)();
+      unsigned long mask;
+    } plain{SIG_DFL, 0, nullptr, 0};
+    for (int signum : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT})
+      syscall(SYS_rt_sigaction, signum, &plain, nullptr, sizeof plain.mask);
+    _exit(probe_in_child(path));
+  }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   int status = 0;
   for (int pause_us = 200;; pause_us = std::min(pause_us * 2, 20'000)) {

@@ -234,6 +234,7 @@ TEST_F(TrustCliTest, CtrlCDuringASolveExits130AndNeverSegfaults) {
   for (const char* mode : {"--no-daemon", "--no-cache"}) {
     SCOPED_TRACE(mode);
     pid_t pid = spawn({"verify", "-q", mode, plan.string()}, "ctrlc");
+    ASSERT_GT(pid, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     kill(pid, SIGINT);
     EXPECT_EQ(wait_for(pid, 30), 130);
@@ -242,6 +243,7 @@ TEST_F(TrustCliTest, CtrlCDuringASolveExits130AndNeverSegfaults) {
 
 TEST_F(TrustCliTest, CtrlCStopsAForegroundDaemonWith130) {
   pid_t pid = spawn({"daemon", "run"}, "daemon");
+  ASSERT_GT(pid, 0);
   for (int i = 0; i < 100 && daemon_pid() == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_GT(daemon_pid(), 0);
@@ -274,6 +276,7 @@ TEST_F(TrustCliTest, StoppedDaemonIsGivenUpOnAndTheVerifyFinishesInProcess) {
   ASSERT_GT(daemon, 0);
   setenv("SHARDPROOF_DAEMON_TIMEOUT", "3", 1);
   pid_t pid = spawn({"verify", "-q", plan.string()}, "stopped");
+  ASSERT_GT(pid, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   kill(daemon, SIGSTOP);
   int code = wait_for(pid, 240);
@@ -312,6 +315,7 @@ TEST_F(TrustCliTest, SocketServedByAnotherUserIsRefused) {
   ASSERT_EQ(pipe(ready), 0);
   chmod(env_.root().c_str(), 0755);  // the other user must reach its socket
   pid_t child = fork();
+  ASSERT_GE(child, 0);
   if (child == 0) {
     if (setgid(65534) != 0 || setuid(65534) != 0) _exit(1);
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
