@@ -50,8 +50,8 @@ bool create_key(const std::string& path, std::string* why) {
     *why = "cannot create " + tmp + ": " + std::strerror(errno);
     return false;
   }
-  bool written = ::write(fd, key.data(), key.size()) == static_cast<ssize_t>(key.size()) &&
-                 ::fsync(fd) == 0;
+  bool written =
+      ::write(fd, key.data(), key.size()) == static_cast<ssize_t>(key.size()) && ::fsync(fd) == 0;
   ::close(fd);
   sodium_memzero(key.data(), key.size());
   bool linked = written && (::link(tmp.c_str(), path.c_str()) == 0 || errno == EEXIST);

@@ -21,7 +21,8 @@ std::string octal(mode_t mode) {
 Status check(const std::string& path, const struct stat& st, bool want_dir, mode_t forbidden) {
   if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
     return Status::error("refusing to use " + path + ": it is not a " +
-                         (want_dir ? "directory" : "regular file") + " (a symlink or another kind)");
+                         (want_dir ? "directory" : "regular file") +
+                         " (a symlink or another kind)");
   if (st.st_uid != geteuid())
     return Status::error("refusing to use " + path + ": it is owned by uid " +
                          std::to_string(st.st_uid) + ", not by you (uid " +

@@ -15,7 +15,7 @@
 namespace shardproof::cache {
 
 // Mode bits a private directory or file must not have.
-inline constexpr mode_t kNoOtherWrite = 022;  // the cache: no group/other write
+inline constexpr mode_t kNoOtherWrite = 022;   // the cache: no group/other write
 inline constexpr mode_t kNoOtherAccess = 077;  // the runtime dir, the key: nothing for others
 
 // `dir` must exist as a directory owned by this user without `forbidden` bits.

@@ -84,9 +84,9 @@ std::optional<Record> decode_record(std::string_view bytes, const MacKey& key,
   uint64_t length = get<uint64_t>(bytes, 36);
   if (length != bytes.size() - kHeaderSize) return std::nullopt;
   std::string_view payload = bytes.substr(kHeaderSize);
-  std::array<uint8_t, kMacSize> expected = mac(key, entry_key, bytes.substr(0, kMacOffset), payload);
-  if (sodium_memcmp(expected.data(), bytes.data() + kMacOffset, kMacSize) != 0)
-    return std::nullopt;
+  std::array<uint8_t, kMacSize> expected =
+      mac(key, entry_key, bytes.substr(0, kMacOffset), payload);
+  if (sodium_memcmp(expected.data(), bytes.data() + kMacOffset, kMacSize) != 0) return std::nullopt;
   Record r;
   std::memcpy(r.digest.data(), bytes.data() + 4, 16);
   r.stored_at = get<uint64_t>(bytes, 20);

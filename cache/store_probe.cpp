@@ -58,8 +58,7 @@ int probe_in_child(const std::string& path) {
   MDB_env* env = nullptr;
   int rc = mdb_env_create(&env);
   if (rc == 0) rc = mdb_env_set_maxdbs(env, 4);
-  if (rc == 0)
-    rc = mdb_env_open(env, path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOTLS, 0600);
+  if (rc == 0) rc = mdb_env_open(env, path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOTLS, 0600);
   MDB_txn* txn = nullptr;
   if (rc == 0) rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn);
   if (rc != 0) txn = nullptr;
@@ -92,7 +91,7 @@ int probe_in_child(const std::string& path) {
     if (rc == 0) rc = mdb_del(txn, dbi, &k, nullptr);
   }
   if (rc == MDB_MAP_FULL) rc = 0;  // full, not damaged: the parent grows or evicts
-  if (txn) mdb_txn_abort(txn);  // nothing reaches the file
+  if (txn) mdb_txn_abort(txn);     // nothing reaches the file
   return rc == 0 ? 0 : 1;
 }
 
@@ -113,7 +112,8 @@ bool store_file_fits(const std::string& path, std::string* why) {
       if (at<uint32_t>(page, kMeta) != kMetaMagic) continue;
       if (m == 0) page_size = at<uint32_t>(page, kPageSizeAt);
       uint64_t last = at<uint64_t>(page, kLastPageAt);
-      if (page_size > 0 && last < (uint64_t{1} << 40)) needed = std::max(needed, (last + 1) * page_size);
+      if (page_size > 0 && last < (uint64_t{1} << 40))
+        needed = std::max(needed, (last + 1) * page_size);
     }
     if (needed > static_cast<uint64_t>(st.st_size)) {
       *why = "the file is " + std::to_string(st.st_size) + " bytes, its meta page says " +
@@ -158,8 +158,9 @@ bool probe_store(const std::string& path, int timeout_ms, std::string* why) {
     std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
-  *why = WIFSIGNALED(status) ? std::string("reading it crashed (") + strsignal(WTERMSIG(status)) + ")"
-                             : std::string("LMDB cannot read all of it");
+  *why = WIFSIGNALED(status)
+             ? std::string("reading it crashed (") + strsignal(WTERMSIG(status)) + ")"
+             : std::string("LMDB cannot read all of it");
   return false;
 }
 

@@ -29,8 +29,7 @@ Status check_peer(int fd, const std::string& socket_path) {
   ucred cred{};
   socklen_t length = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0)
-    return Status::error("cannot tell who listens on " + socket_path + ": " +
-                         std::strerror(errno));
+    return Status::error("cannot tell who listens on " + socket_path + ": " + std::strerror(errno));
   if (cred.uid != geteuid())
     return Status::error("refusing the process listening on " + socket_path + ": it runs as uid " +
                          std::to_string(cred.uid) + ", not as you (uid " +

@@ -31,7 +31,9 @@ uint64_t compact_instances(const std::string& text) {
     const nlohmann::json& parallel = plan.at("parallel");
     const nlohmann::json& mesh = parallel.at("mesh");
     // Saturating: the values are the plan's, not yet checked.
-    auto times = [limit](uint64_t a, uint64_t b) { return b >= limit ? limit : std::min(limit, a * b); };
+    auto times = [limit](uint64_t a, uint64_t b) {
+      return b >= limit ? limit : std::min(limit, a * b);
+    };
     uint64_t instances = times(1, std::max<uint64_t>(1, mesh.value("mb", uint64_t{1})));
     for (const nlohmann::json& axis : mesh.at("axes"))
       instances = times(instances, std::max<uint64_t>(1, axis.at(1).get<uint64_t>()));

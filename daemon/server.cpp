@@ -54,8 +54,8 @@ struct Connection {
   bool greeted = false;
   bool heartbeat = false;  // asked for heartbeats in its hello
   bool closing = false;
-  int running = 0;                  // its requests running on their threads
-  Clock::time_point last_heard;     // its last bytes, or its last answer
+  int running = 0;               // its requests running on their threads
+  Clock::time_point last_heard;  // its last bytes, or its last answer
   // Set when it goes away: its running requests stop solving for nobody.
   std::shared_ptr<std::atomic<bool>> gone = std::make_shared<std::atomic<bool>>(false);
   bool dropping = false;  // refused for good: what else it sends is ignored
@@ -272,8 +272,8 @@ class Server {
     std::string frame = to_frame(message);  // serialised here, off the loop
     std::lock_guard<std::mutex> lock(outbox_mutex_);
     if (outbox_closed_) return;  // the loop is gone: nobody to tell
-    outbox_.push_back({connection, std::move(frame), final,
-                       message.value("type", std::string()) == "progress"});
+    outbox_.push_back(
+        {connection, std::move(frame), final, message.value("type", std::string()) == "progress"});
     uv_async_send(&wake_);
   }
 
@@ -380,8 +380,8 @@ class Server {
         return;
       }
       start(conn, id,
-            [request = std::move(*request), gone = conn.gone](
-                Service& service, const json& id, const Reply& reply) mutable {
+            [request = std::move(*request), gone = conn.gone](Service& service, const json& id,
+                                                              const Reply& reply) mutable {
               service.verify(id, std::move(request), reply, gone.get());
             });
     } else if (type == "stats") {

@@ -60,7 +60,6 @@ class Service {
   void warn(const std::string& message);
   nlohmann::json with_warnings(nlohmann::json final);
 
-
   DaemonConfig config_;
   std::mutex warnings_mutex_;
   std::vector<std::string> warnings_;

@@ -37,11 +37,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   const std::string dir = scratch() + "/cache";
   std::error_code ec;
-  for (const char* f : {"verdicts.mdb", "verdicts.mdb-lock", "verdicts.mdb.broken",
-                        "verdicts.mdb.corrupt"})
+  for (const char* f :
+       {"verdicts.mdb", "verdicts.mdb-lock", "verdicts.mdb.broken", "verdicts.mdb.corrupt"})
     std::filesystem::remove(dir + "/" + f, ec);
-  std::ofstream(dir + "/verdicts.mdb", std::ios::binary).write(bytes.data(),
-                                                               static_cast<std::streamsize>(size));
+  std::ofstream(dir + "/verdicts.mdb", std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(size));
   CacheOptions options;
   options.dir = dir;
   options.key_file = scratch() + "/key";

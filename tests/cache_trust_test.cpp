@@ -32,7 +32,8 @@ std::string hex_key(int n, char salt = 'a') {
 
 // Rewrites every record of the store's "entries" table with `forge`
 // (bytes in, bytes out), as someone with write access but no key would.
-void rewrite_records(const std::string& path, const std::function<std::string(std::string)>& forge) {
+void rewrite_records(const std::string& path,
+                     const std::function<std::string(std::string)>& forge) {
   MDB_env* env = nullptr;
   ASSERT_EQ(mdb_env_create(&env), 0);
   mdb_env_set_maxdbs(env, 4);
@@ -120,7 +121,8 @@ TEST_F(CacheTrustTest, RecordsOfAnotherKeyAreNeverBelieved) {
   std::string bytes = encode_record(r, theirs, entry);
   ASSERT_TRUE(decode_record(bytes, theirs, entry));
   EXPECT_FALSE(decode_record(bytes, mine, entry));
-  EXPECT_FALSE(decode_record(bytes, theirs, "\x01" + std::string(16, 'j'))) << "moved to another key";
+  EXPECT_FALSE(decode_record(bytes, theirs, "\x01" + std::string(16, 'j')))
+      << "moved to another key";
   for (size_t i = 0; i < bytes.size(); ++i) {
     std::string damaged = bytes;
     damaged[i] ^= 0x01;

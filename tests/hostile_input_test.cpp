@@ -45,8 +45,9 @@ TEST(HostileExpressions, DepthAndLengthAreBounded) {
             std::string::npos);
   EXPECT_NE(expr_error(std::string(100, '-') + "dp").find("nested deeper"), std::string::npos);
   // 20,000 parentheses and 40,000 signs overflowed the stack.
-  EXPECT_NE(expr_error(std::string(20000, '(') + "dp" + std::string(20000, ')')).find("longer than"),
-            std::string::npos);
+  EXPECT_NE(
+      expr_error(std::string(20000, '(') + "dp" + std::string(20000, ')')).find("longer than"),
+      std::string::npos);
   EXPECT_NE(expr_error(std::string(40000, '-') + "dp").find("longer than"), std::string::npos);
   try {
     compact::parse_template("x{" + std::string(5000, '-') + "dp}", kAll);
@@ -70,11 +71,11 @@ TEST(HostileExpressions, ArithmeticNeverWraps) {
 }
 
 TEST(HostileCompactPlan, SmallPlanThatWouldExpandToGigabytesIsNotExpanded) {
-  nlohmann::json p = nlohmann::json::parse(
-      shardproof::testing::slurp_file(fs::path(SHARDPROOF_SOURCE_DIR) / "examples" /
-                                      "compact-dp2-tp2-mb2.json"));
+  nlohmann::json p = nlohmann::json::parse(shardproof::testing::slurp_file(
+      fs::path(SHARDPROOF_SOURCE_DIR) / "examples" / "compact-dp2-tp2-mb2.json"));
   // Under the instance limit, over the memory budget: 47 s and 1.4 GB to expand.
-  p["parallel"]["mesh"] = nlohmann::json::parse(R"({"axes": [["dp", 1000], ["tp", 1]], "mb": 130})");
+  p["parallel"]["mesh"] =
+      nlohmann::json::parse(R"({"axes": [["dp", 1000], ["tp", 1]], "mb": 130})");
   ParseResult r = parse_plan_text(p.dump(), "plan.json", "");
   ASSERT_TRUE(r.plan) << (r.error ? r.error->to_string() : r.io_error);
   EXPECT_TRUE(r.plan->compact) << "kept for the class verifier";

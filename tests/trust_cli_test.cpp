@@ -103,8 +103,7 @@ class TrustCliTest : public ::testing::Test {
   }
   fs::path slow_plan() {
     fs::path p = fs::path(env_.root()) / "slow.json";
-    auto r = run("plan llama3-tiny --layers 4 --dp 2 --tp 2 -o " +
-                 quote(p.string()));
+    auto r = run("plan llama3-tiny --layers 4 --dp 2 --tp 2 -o " + quote(p.string()));
     EXPECT_EQ(r.code, 0) << r.err;
     return p;
   }
@@ -181,8 +180,7 @@ std::string compact_with(const std::string& expr) {
   const std::string from = R"(["dp*4 + mb*2", "dp*4 + mb*2 + 2"], [0, 4])";
   size_t at = text.find(from);
   EXPECT_NE(at, std::string::npos);
-  text.replace(at, from.size(),
-               "[\"" + expr + "\", \"" + expr + " + 2\"], [0, 4]");
+  text.replace(at, from.size(), "[\"" + expr + "\", \"" + expr + " + 2\"], [0, 4]");
   return text;
 }
 

@@ -33,10 +33,20 @@ uint64_t parse_bytes(const char* text) {
   switch (*end) {
     case '\0':
       break;
-    case 'K': case 'k': shift = 10; break;
-    case 'M': case 'm': shift = 20; break;
-    case 'G': case 'g': shift = 30; break;
-    default: return 0;
+    case 'K':
+    case 'k':
+      shift = 10;
+      break;
+    case 'M':
+    case 'm':
+      shift = 20;
+      break;
+    case 'G':
+    case 'g':
+      shift = 30;
+      break;
+    default:
+      return 0;
   }
   if (shift > 0 && end[1] != '\0') return 0;
   if (value > (UINT64_MAX >> shift)) return 0;

@@ -102,13 +102,12 @@ class Expander {
   [[noreturn]] void too_large(const Node& n, const char* what) const {
     const bool by_bytes = tensor_count_ <= kMaxInstances && op_count_ <= kMaxInstances;
     n.fail("plan-too-large",
-           (by_bytes ? "the expansion would take more than " +
-                           std::to_string(kMaxExpansionBytes >> 20) + " MiB at the " + what +
-                           " instances so far"
-                     : "the expansion has more than " + std::to_string(kMaxInstances) + " " +
-                           what + " instances") +
-               " (mesh of " + std::to_string(m_.world) + " devices, " +
-               std::to_string(m_.mb) +
+           (by_bytes
+                ? "the expansion would take more than " + std::to_string(kMaxExpansionBytes >> 20) +
+                      " MiB at the " + what + " instances so far"
+                : "the expansion has more than " + std::to_string(kMaxInstances) + " " + what +
+                      " instances") +
+               " (mesh of " + std::to_string(m_.world) + " devices, " + std::to_string(m_.mb) +
                " micro-batches); plans this large are verified per coordinate class, without "
                "expanding them (the default of shardproof verify)");
   }
