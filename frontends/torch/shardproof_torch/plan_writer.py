@@ -231,8 +231,12 @@ def claim_scaled_reductions(b: GraphBuilder):
     for op in b.ops:
         if op["op"] != "scale":
             continue
-        out = b.tensors[op["out"][0]]
+        # Ops whose tensors were renamed or dropped on the way declare nothing
+        # here: they claim nothing (a claim is only ever an addition).
+        out = b.tensors.get(op["out"][0])
         src = op["in"][0]
+        if out is None or src not in b.tensors:
+            continue
         if "of" not in out or "of" in b.tensors[src] or producer.get(src, {}).get("op") != \
                 "all_reduce":
             continue
