@@ -152,6 +152,9 @@ std::string compact_unsupported(const Layout& s) {
   if (s.tie && s.pp > 1) return "--tie-embeddings with pp > 1";
   if (s.c.clip) return "--clip";
   if (s.c.dropout) return "--dropout";
+  // The training-step bugs (step_bugs.cpp) are written into the expanded form only.
+  for (const BugSpec& b : step_bug_table())
+    if (s.c.bug == b.info.name) return "--bug " + s.c.bug;
   // A gather in reverse rank order: the compact form orders a group's
   // members by their coordinates.
   for (const char* order : {"reshard-gather-order", "sp-allgather-order", "zero-allgather-order",
