@@ -155,6 +155,8 @@ std::string compact_unsupported(const Layout& s) {
   // The training-step bugs (step_bugs.cpp) are written into the expanded form only.
   for (const BugSpec& b : step_bug_table())
     if (s.c.bug == b.info.name) return "--bug " + s.c.bug;
+  // An MoE bug whose hook lives in step_bugs.cpp: expanded form only too.
+  if (s.c.bug == "expert-grad-scaled-by-dp") return "--bug " + s.c.bug;
   // A gather in reverse rank order: the compact form orders a group's
   // members by their coordinates.
   for (const char* order : {"reshard-gather-order", "sp-allgather-order", "zero-allgather-order",
