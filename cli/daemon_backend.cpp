@@ -44,6 +44,7 @@ std::optional<Report> DaemonBackend::verify(const std::string& path, const std::
   request.path = path;
   request.rlimit = options.rlimit;
   request.timeout_ms = options.timeout_ms;
+  request.infer_claims = options.infer_claims;
   request.progress = static_cast<bool>(options.progress);
   auto call = [&](json* answer, std::string_view payload = {}) {
     return client_->call(

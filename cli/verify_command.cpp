@@ -137,6 +137,11 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
   cmd->add_option("--timeout-ms", args.timeout_ms,
                   "Wall-clock backstop per claim query in ms (0: none; exceeded: unknown)")
       ->capture_default_str();
+  cmd->add_option("--infer-claims", args.infer_claims,
+                  "Propose claims on unclaimed intermediates by matching values, each proven "
+                  "before it cuts the plan (auto: for plans captured from a program)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   cmd->add_flag("--quiet,-q", args.quiet, "No progress line on stderr");
   cmd->add_flag("--no-daemon", args.no_daemon,
                 "Verify in this process (same engine, same cache) instead of through the daemon");
@@ -153,6 +158,7 @@ int run_verify(const VerifyArgs& args) {
   options.jobs = args.jobs;
   options.rlimit = args.rlimit;
   options.timeout_ms = args.timeout_ms;
+  options.infer_claims = parse_claim_inference(args.infer_claims).value_or(ClaimInference::Auto);
   if (args.classes) options.parse.compact = ParseOptions::Compact::Classes;
 
   // Progress is for people: never written into a pipe or a CI log.

@@ -38,7 +38,11 @@ json verify_request_message(const json& id, const VerifyRequest& r) {
       {"type", "verify"},
       {"id", id},
       {"plan", std::move(plan)},
-      {"options", {{"rlimit", r.rlimit}, {"timeout_ms", r.timeout_ms}, {"progress", r.progress}}}};
+      {"options",
+       {{"rlimit", r.rlimit},
+        {"timeout_ms", r.timeout_ms},
+        {"progress", r.progress},
+        {"infer_claims", claim_inference_name(r.infer_claims)}}}};
 }
 
 namespace {
@@ -126,6 +130,16 @@ std::optional<VerifyRequest> parse_verify_request(const json& m, std::string* wh
       return std::nullopt;
     }
     r.progress = o["progress"].get<bool>();
+  }
+  if (o.contains("infer_claims")) {
+    const std::optional<ClaimInference> mode =
+        o["infer_claims"].is_string() ? parse_claim_inference(o["infer_claims"].get<std::string>())
+                                      : std::nullopt;
+    if (!mode) {
+      *why = "options.infer_claims must be \"auto\", \"on\" or \"off\"";
+      return std::nullopt;
+    }
+    r.infer_claims = *mode;
   }
   return r;
 }

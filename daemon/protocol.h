@@ -43,6 +43,7 @@ struct VerifyRequest {
   uint64_t rlimit = VerifyOptions{}.rlimit;
   unsigned timeout_ms = VerifyOptions{}.timeout_ms;
   bool progress = true;  // stream progress events
+  ClaimInference infer_claims = VerifyOptions{}.infer_claims;
 };
 
 // With request.text_bytes the frame announces the payload and the caller

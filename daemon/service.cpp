@@ -84,6 +84,7 @@ void Service::verify(const json& id, VerifyRequest request, const Reply& reply,
     options.jobs = pool_.size();
     options.rlimit = request.rlimit;
     options.timeout_ms = request.timeout_ms;
+    options.infer_claims = request.infer_claims;
     options.store = &inflight_;
     options.identity_memo = &identity_memo_;
     options.executor = [this, cancelled](const std::function<StageOutcome()>& prove) {

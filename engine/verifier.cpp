@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "engine/classes/class_verifier.h"
+#include "engine/infer/hinted_verify.h"
 #include "engine/schedule/schedule_verdict.h"
 
 namespace shardproof {
@@ -17,11 +18,25 @@ Report with_schedule(const Plan& plan, Report report) {
   return report;
 }
 
+bool infers_claims(const Plan& plan, ClaimInference mode) {
+  if (mode == ClaimInference::Off) return false;
+  if (mode == ClaimInference::On) return true;
+  for (const Op& op : plan.parallel.ops)
+    if (op.src) return true;
+  return false;
+}
+
+Report verify_expanded_plan(const Plan& plan, const VerifyOptions& options, StageRecord* record) {
+  if (infers_claims(plan, options.infer_claims))
+    return infer::verify_with_inferred_claims(plan, options, record);
+  return verify_expanded(plan, options, record);
+}
+
 }  // namespace
 
 Report verify_plan(const Plan& plan, const VerifyOptions& options) {
   if (plan.compact) return with_schedule(plan, verify_by_classes(plan, options));
-  return with_schedule(plan, verify_expanded(plan, options, nullptr));
+  return with_schedule(plan, verify_expanded_plan(plan, options, nullptr));
 }
 
 Report verify_plan(const Plan& plan, const VerifyOptions& options, StageRecord& record) {
@@ -29,7 +44,7 @@ Report verify_plan(const Plan& plan, const VerifyOptions& options, StageRecord& 
     record = StageRecord{};
     return with_schedule(plan, verify_by_classes(plan, options));
   }
-  return with_schedule(plan, verify_expanded(plan, options, &record));
+  return with_schedule(plan, verify_expanded_plan(plan, options, &record));
 }
 
 Report verify_plan_edit(const Plan& plan, const OpEdits& edits, const VerifyOptions& options,

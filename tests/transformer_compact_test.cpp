@@ -228,7 +228,9 @@ TEST_P(CompactLlamaBug, FoundWithTheSameFirstFinding) {
   // This bug breaks every tp rank's gate or up at the same depth (see its
   // catalogue entry): which comes first follows the op order, rank-major
   // in v1, template-major in the expansion.
-  if (name != "fused-gate-up-contiguous") EXPECT_EQ(first_finding(a), first_finding(b)) << name;
+  if (name != "fused-gate-up-contiguous") {
+    EXPECT_EQ(first_finding(a), first_finding(b)) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryBug, CompactLlamaBug, ::testing::ValuesIn(llama_tiny_bug_names()),

@@ -424,6 +424,24 @@ void run_stages(const Plan& plan, const std::vector<StageUnit>& units, const Ver
 
 }  // namespace
 
+const char* claim_inference_name(ClaimInference mode) {
+  switch (mode) {
+    case ClaimInference::On:
+      return "on";
+    case ClaimInference::Off:
+      return "off";
+    case ClaimInference::Auto:
+      break;
+  }
+  return "auto";
+}
+
+std::optional<ClaimInference> parse_claim_inference(const std::string& name) {
+  for (ClaimInference mode : {ClaimInference::Auto, ClaimInference::On, ClaimInference::Off})
+    if (name == claim_inference_name(mode)) return mode;
+  return std::nullopt;
+}
+
 Report verify_expanded(const Plan& plan, const VerifyOptions& options, StageRecord* record) {
   auto start = Clock::now();
   Report report = plan_report(plan);

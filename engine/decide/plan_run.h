@@ -33,6 +33,14 @@ struct VerifyProgress {
   const char* source = "";  // "solved", "cache" (the store) or "duplicate" (an identical stage)
 };
 
+// Claim inference (engine/infer/): proposing claims on unclaimed
+// intermediates, each proven before it cuts the plan. Auto: for plans
+// captured from a program (ops with "src"), whose own claims are only the
+// parameters, gradients and updates.
+enum class ClaimInference { Auto, On, Off };
+const char* claim_inference_name(ClaimInference mode);  // "auto", "on", "off"
+std::optional<ClaimInference> parse_claim_inference(const std::string& name);
+
 struct VerifyOptions {
   int jobs = 0;                          // solver threads; 0 = all cores
   uint64_t rlimit = 20'000'000;          // Z3 resource limit per claim query (deterministic)
@@ -52,6 +60,7 @@ struct VerifyOptions {
   // Stage identities already known by unreduced content, kept across runs
   // (a daemon's); null: a memo of this run only.
   StageIdentityMemo* identity_memo = nullptr;
+  ClaimInference infer_claims = ClaimInference::Auto;
   // How verify_plan_file reads a compact plan (expanded, or per class).
   ParseOptions parse;
 };

@@ -1,5 +1,5 @@
 // One operator of the plan format: its attribute checks, shape rule, axis
-// relations (what shape reduction must keep), and semantics on both algebras.
+// relations (what shape reduction must keep), and semantics on the three algebras.
 // Every operator lives in one file under engine/ops/ and is listed in
 // op_registry.cpp; adding an operator touches those two places only.
 #pragma once
@@ -12,6 +12,7 @@
 #include "engine/core/ir.h"
 #include "engine/core/tensor.h"
 #include "engine/ops/algebra.h"
+#include "engine/ops/modular_algebra.h"
 
 namespace shardproof {
 
@@ -131,9 +132,11 @@ class OpDef {
                                              const std::vector<Tensor<Rational>>& in) const = 0;
   virtual std::vector<Tensor<z3::expr>> eval(Z3Algebra& alg, const OpCall& call,
                                              const std::vector<Tensor<z3::expr>>& in) const = 0;
+  virtual std::vector<Tensor<uint64_t>> eval(ModularAlgebra& alg, const OpCall& call,
+                                             const std::vector<Tensor<uint64_t>>& in) const = 0;
 };
 
-// Writes both eval overloads from one template: Impl has
+// Writes the three eval overloads from one template: Impl has
 //   static std::string name();
 //   static std::string infer(...);            same signature as OpDef::infer
 //   template <class Alg> static std::vector<Tensor<typename Alg::Value>>
@@ -153,6 +156,10 @@ class TemplateOpDef : public OpDef {
   }
   std::vector<Tensor<z3::expr>> eval(Z3Algebra& alg, const OpCall& call,
                                      const std::vector<Tensor<z3::expr>>& in) const override {
+    return Impl::eval(alg, call, in);
+  }
+  std::vector<Tensor<uint64_t>> eval(ModularAlgebra& alg, const OpCall& call,
+                                     const std::vector<Tensor<uint64_t>>& in) const override {
     return Impl::eval(alg, call, in);
   }
 };

@@ -221,6 +221,9 @@ std::string report_headline(const Report& report) {
     if (report.stats.class_anchors > 0)
       out << "per class at " << report.stats.class_anchors << " corners of "
           << report.stats.parallel_ops << " op instances, ";
+    if (report.stats.inferred_claims > 0)
+      out << report.stats.inferred_kept << " of " << report.stats.inferred_claims
+          << " inferred claims kept, ";
     out << format_seconds(report.stats.seconds) << ")";
   }
   return out.str();

@@ -49,11 +49,15 @@ struct Stats {
   int64_t logical_ops = 0;
   int64_t parallel_ops = 0;   // of a compact plan: the op instances it denotes
   int64_t class_anchors = 0;  // compact plan verified per class: corners explored
+  // Claim inference (engine/infer/): claims proposed, and those proven and
+  // kept in the final cut (the rest were withdrawn).
+  int64_t inferred_claims = 0;
+  int64_t inferred_kept = 0;
   double seconds = 0;
   // Where the time went (wall seconds): reading the plan, cutting it into
   // stages, reducing and keying them, deciding them (store or solver).
   struct Phases {
-    double parse = 0, cut = 0, key = 0, decide = 0;
+    double parse = 0, infer = 0, cut = 0, key = 0, decide = 0;
   } phases;
 };
 

@@ -40,9 +40,12 @@ Stats stats_from_json(const json& j) {
   s.logical_ops = j.at("logical_ops").get<int64_t>();
   s.parallel_ops = j.at("parallel_ops").get<int64_t>();
   s.class_anchors = j.value("class_anchors", int64_t{0});
+  s.inferred_claims = j.value("inferred_claims", int64_t{0});
+  s.inferred_kept = j.value("inferred_kept", int64_t{0});
   s.seconds = j.at("seconds").get<double>();
   if (const auto p = j.find("phases"); p != j.end() && p->is_object()) {
     s.phases.parse = p->value("parse", 0.0);
+    s.phases.infer = p->value("infer", 0.0);
     s.phases.cut = p->value("cut", 0.0);
     s.phases.key = p->value("key", 0.0);
     s.phases.decide = p->value("decide", 0.0);
@@ -91,9 +94,12 @@ nlohmann::json report_to_json(const Report& report) {
                 {"logical_ops", report.stats.logical_ops},
                 {"parallel_ops", report.stats.parallel_ops},
                 {"class_anchors", report.stats.class_anchors},
+                {"inferred_claims", report.stats.inferred_claims},
+                {"inferred_kept", report.stats.inferred_kept},
                 {"seconds", report.stats.seconds},
                 {"phases",
                  {{"parse", report.stats.phases.parse},
+                  {"infer", report.stats.phases.infer},
                   {"cut", report.stats.phases.cut},
                   {"key", report.stats.phases.key},
                   {"decide", report.stats.phases.decide}}}};

@@ -29,9 +29,11 @@ def parser():
     c.add_argument("harness", help="the harness file (.py)")
     c.add_argument("--mesh", default="", help="override mesh sizes, e.g. dp=2,tp=4")
     c.add_argument("-o", "--output", default="-", help="plan file to write (default: stdout)")
-    c.add_argument("--emit", default="", help="comma list of optional plan features: src "
-                   "(source location on every op), scale (scaled lineage claims). Off by "
-                   "default: engines without them reject such plans")
+    c.add_argument("--emit", default="src,scale",
+                   help="comma list of optional plan features: src (source location on every "
+                   "op: findings name your lines, and the engine infers intermediate claims), "
+                   "scale (scaled lineage claims). Default: both; '' for neither (an engine "
+                   "older than both rejects such plans)")
     c.add_argument("--no-grad-claims", action="store_true",
                    help="do not claim each rank's final gradients (fewer, larger stages)")
     c.add_argument("--stats", action="store_true", help="print capture statistics on stderr")

@@ -75,8 +75,10 @@ def test_emit_src_and_scale(tmp_path):
     assert scaled and all(o["scale"] == 2 for o in scaled)
 
 
-def test_default_plan_has_no_optional_features(tmp_path):
+def test_default_plan_has_both_features_and_emit_empty_has_none(tmp_path):
     plan = json.loads(capture("mlp", tmp_path, "dp=2,tp=2").read_text())
+    assert all("src" in o for o in plan["parallel"]["ops"])
+    plan = json.loads(capture("mlp", tmp_path, "dp=2,tp=2", extra=["--emit", ""]).read_text())
     for g in ("logical", "parallel"):
         assert not any("src" in o for o in plan[g]["ops"])
         assert not any("scale" in t.get("of", {}) for t in plan[g]["tensors"].values())

@@ -1,0 +1,46 @@
+// Claim inference: proposes lineage claims for the parallel graph's unclaimed
+// intermediate tensors by matching values (docs/soundness.md, "Inferred
+// claims").
+//
+// Both graphs are evaluated on one random assignment modulo a prime
+// (plan_values.h). A parallel tensor whose values are c times a block of a
+// logical tensor's values (the logical dims cut into equal blocks of the
+// parallel tensor's shape; c a small nonzero rational) gets the claim
+// {tensor, slice: that block, scale: c}. Random values make a coincidental
+// match improbable, but nothing here is trusted: every proposed claim is an
+// ordinary claim that its own stage must prove (hinted_verify.h), and a claim
+// that does not prove is withdrawn. Proposals only choose where the plan is
+// cut; they never decide a verdict.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/core/ir.h"
+
+namespace shardproof::infer {
+
+struct InferredClaim {
+  int parallel = -1;  // parallel tensor index
+  Lineage of;         // logical index and name, slice, scale filled
+};
+
+struct InferenceLimits {
+  // Element operations the evaluation and the index may cost; a larger plan
+  // gets no proposals (the caller verifies it as written).
+  int64_t max_elements = 20'000'000;
+  uint64_t seed = 0x5eed;
+};
+
+struct InferenceResult {
+  std::vector<InferredClaim> claims;
+  std::string skipped;  // why nothing was proposed ("" when it ran)
+};
+
+InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits = {});
+
+// `plan` with `claims` added to its parallel tensors' declarations.
+Plan with_claims(const Plan& plan, const std::vector<InferredClaim>& claims);
+
+}  // namespace shardproof::infer
