@@ -34,15 +34,14 @@ json verify_request_message(const json& id, const VerifyRequest& r) {
     plan["text"] = r.text;
   else
     plan.update({{"key", r.key}, {"digest", r.digest}});
-  return {
-      {"type", "verify"},
-      {"id", id},
-      {"plan", std::move(plan)},
-      {"options",
-       {{"rlimit", r.rlimit},
-        {"timeout_ms", r.timeout_ms},
-        {"progress", r.progress},
-        {"infer_claims", claim_inference_name(r.infer_claims)}}}};
+  return {{"type", "verify"},
+          {"id", id},
+          {"plan", std::move(plan)},
+          {"options",
+           {{"rlimit", r.rlimit},
+            {"timeout_ms", r.timeout_ms},
+            {"progress", r.progress},
+            {"infer_claims", claim_inference_name(r.infer_claims)}}}};
 }
 
 namespace {

@@ -32,7 +32,8 @@ TEST(ModularAlgebra, FieldArithmeticAndReconstruction) {
   EXPECT_EQ(alg.mul(M::of(q(1, 3)), M::of(q(3))), M::of(q(1)));
   EXPECT_EQ(alg.add(M::of(q(-7, 2)), M::of(q(7, 2))), 0u);
   EXPECT_THROW(alg.div(M::of(q(1)), 0), EvalError);
-  for (auto [n, d] : {std::pair<long, long>{-7, 3}, {1, 2}, {8, 1}, {0, 1}, {-1, 1}, {123456, 789}}) {
+  for (auto [n, d] :
+       {std::pair<long, long>{-7, 3}, {1, 2}, {8, 1}, {0, 1}, {-1, 1}, {123456, 789}}) {
     int64_t num = 0, den = 0;
     ASSERT_TRUE(M::small_rational(M::of(q(n, d)), num, den)) << n << "/" << d;
     EXPECT_EQ(num, q(n, d).get_num().get_si());
@@ -83,9 +84,8 @@ json ddp_plan(int dp, bool averaged = true) {
   const int rows = 4 * dp;
   json lt = {{"x", tensor({rows, 4})},  {"w", tensor({4, 3})},    {"t", tensor({rows, 3})},
              {"z", tensor({rows, 3})},  {"h", tensor({rows, 3})}, {"d", tensor({rows, 3})},
-             {"dh", tensor({rows, 3})}, {"g", tensor({rows, 3})},    {"dz", tensor({rows, 3})},
-             {"dw", tensor({4, 3})},
-             {"w_new", tensor({4, 3})}};
+             {"dh", tensor({rows, 3})}, {"g", tensor({rows, 3})}, {"dz", tensor({rows, 3})},
+             {"dw", tensor({4, 3})},    {"w_new", tensor({4, 3})}};
   auto step = [](const std::string& p, const std::string& mse) {
     return json::array(
         {{{"op", "matmul"}, {"in", {p + "x", p + "w"}}, {"out", {p + "z"}}},
@@ -94,12 +94,16 @@ json ddp_plan(int dp, bool averaged = true) {
          {{"op", "scale"}, {"in", {p + "d"}}, {"out", {p + "dh"}}, {"attrs", {{"factor", mse}}}},
          {{"op", "map"}, {"in", {p + "z"}}, {"out", {p + "g"}}, {"attrs", {{"fn", "tanh_grad"}}}},
          {{"op", "mul"}, {"in", {p + "dh", p + "g"}}, {"out", {p + "dz"}}},
-         {{"op", "matmul"}, {"in", {p + "x", p + "dz"}}, {"out", {p + "dw"}},
+         {{"op", "matmul"},
+          {"in", {p + "x", p + "dz"}},
+          {"out", {p + "dw"}},
           {"attrs", {{"transpose_a", true}}}}});
   };
   json lops = step("", "2/" + std::to_string(rows * 3));
-  lops.push_back({{"op", "sgd"}, {"in", {"w", "dw"}}, {"out", {"w_new"}}, {"attrs", {{"lr", "1/10"}}}});
-  json logical = {{"tensors", lt}, {"inputs", {"x", "w", "t"}}, {"ops", lops}, {"outputs", {"w_new"}}};
+  lops.push_back(
+      {{"op", "sgd"}, {"in", {"w", "dw"}}, {"out", {"w_new"}}, {"attrs", {{"lr", "1/10"}}}});
+  json logical = {
+      {"tensors", lt}, {"inputs", {"x", "w", "t"}}, {"ops", lops}, {"outputs", {"w_new"}}};
 
   json tensors = json::object(), ops = json::array(), inputs = json::array(),
        outputs = json::array(), reduce_in = json::array(), reduce_out = json::array(),
@@ -119,15 +123,21 @@ json ddp_plan(int dp, bool averaged = true) {
     reduce_in.push_back(p + "dw");
     reduce_out.push_back(p + "dw_sum");
     group.push_back(r);
-    ops.push_back({{"op", "scale"}, {"in", {p + "dw_sum"}}, {"out", {p + "dw_avg"}},
+    ops.push_back({{"op", "scale"},
+                   {"in", {p + "dw_sum"}},
+                   {"out", {p + "dw_avg"}},
                    {"attrs", {{"factor", "1/" + std::to_string(averaged ? dp : 1)}}}});
-    ops.push_back({{"op", "sgd"}, {"in", {p + "w", p + "dw_avg"}}, {"out", {p + "w_new"}},
+    ops.push_back({{"op", "sgd"},
+                   {"in", {p + "w", p + "dw_avg"}},
+                   {"out", {p + "w_new"}},
                    {"attrs", {{"lr", "1/10"}}}});
   }
   ops.push_back({{"op", "all_reduce"}, {"in", reduce_in}, {"out", reduce_out}, {"group", group}});
-  json parallel = {{"world", dp}, {"tensors", tensors}, {"inputs", inputs}, {"ops", ops},
-                   {"outputs", outputs}};
-  return {{"format", "shardproof-plan/1"}, {"name", "ddp"}, {"logical", logical},
+  json parallel = {
+      {"world", dp}, {"tensors", tensors}, {"inputs", inputs}, {"ops", ops}, {"outputs", outputs}};
+  return {{"format", "shardproof-plan/1"},
+          {"name", "ddp"},
+          {"logical", logical},
           {"parallel", parallel}};
 }
 
@@ -168,14 +178,14 @@ TEST(ClaimInference, ProposesSlicesAndDataParallelScales) {
   // Each rank's forward rows, its backward rows at dp x (its loss is a mean
   // over its own rows), the all-reduced gradient at dp x, the average.
   const std::map<std::string, std::string> want = {
-      {"r0.z", "z[0:4, 0:3]"},        {"r1.z", "z[4:8, 0:3]"},
-      {"r0.h", "h[0:4, 0:3]"},        {"r1.h", "h[4:8, 0:3]"},
-      {"r0.d", "d[0:4, 0:3]"},        {"r1.d", "d[4:8, 0:3]"},
-      {"r0.g", "g[0:4, 0:3]"},        {"r1.g", "g[4:8, 0:3]"},
-      {"r0.dh", "2 x dh[0:4, 0:3]"},  {"r1.dh", "2 x dh[4:8, 0:3]"},
-      {"r0.dz", "2 x dz[0:4, 0:3]"},  {"r1.dz", "2 x dz[4:8, 0:3]"},
+      {"r0.z", "z[0:4, 0:3]"},           {"r1.z", "z[4:8, 0:3]"},
+      {"r0.h", "h[0:4, 0:3]"},           {"r1.h", "h[4:8, 0:3]"},
+      {"r0.d", "d[0:4, 0:3]"},           {"r1.d", "d[4:8, 0:3]"},
+      {"r0.g", "g[0:4, 0:3]"},           {"r1.g", "g[4:8, 0:3]"},
+      {"r0.dh", "2 x dh[0:4, 0:3]"},     {"r1.dh", "2 x dh[4:8, 0:3]"},
+      {"r0.dz", "2 x dz[0:4, 0:3]"},     {"r1.dz", "2 x dz[4:8, 0:3]"},
       {"r0.dw_sum", "2 x dw[0:4, 0:3]"}, {"r1.dw_sum", "2 x dw[0:4, 0:3]"},
-      {"r0.dw_avg", "dw[0:4, 0:3]"},  {"r1.dw_avg", "dw[0:4, 0:3]"}};
+      {"r0.dw_avg", "dw[0:4, 0:3]"},     {"r1.dw_avg", "dw[0:4, 0:3]"}};
   EXPECT_EQ(got, want);  // r*.dw, a partial sum over the rank's rows, is no slice
 }
 
@@ -221,8 +231,8 @@ TEST(ClaimInference, AFalseProposalIsWithdrawnNotReported) {
       c.of.tensor = "h";
       c.of.logical = plan.logical.find("h");
     }
-  const Report r = infer::verify_with_proposals(plan, with_inference(ClaimInference::On),
-                                                proposals, nullptr);
+  const Report r =
+      infer::verify_with_proposals(plan, with_inference(ClaimInference::On), proposals, nullptr);
   EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
   EXPECT_EQ(r.stats.inferred_claims, static_cast<int64_t>(before));
   // Withdrawn: the h family (r0.h, r1.h and the false r0.d), and the dh

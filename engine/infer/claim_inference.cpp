@@ -113,8 +113,7 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
   for (size_t t = 0; t < plan.parallel.tensors.size(); ++t) {
     const TensorDecl& d = plan.parallel.tensors[t];
     const std::optional<Residues>& v = values->parallel[t];
-    if (d.of || plan.parallel.producer[t] < 0 || !v || dclass_of(d.dtype) != DClass::Real)
-      continue;
+    if (d.of || plan.parallel.producer[t] < 0 || !v || dclass_of(d.dtype) != DClass::Real) continue;
     if (all_equal(v->data)) continue;  // constants and zeros say nothing
     by_shape[d.shape].push_back(static_cast<int>(t));
   }
@@ -191,7 +190,8 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
 
 Plan with_claims(const Plan& plan, const std::vector<InferredClaim>& claims) {
   Plan out = plan;
-  for (const InferredClaim& c : claims) out.parallel.tensors[static_cast<size_t>(c.parallel)].of = c.of;
+  for (const InferredClaim& c : claims)
+    out.parallel.tensors[static_cast<size_t>(c.parallel)].of = c.of;
   return out;
 }
 

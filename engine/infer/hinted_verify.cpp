@@ -28,7 +28,8 @@ std::set<int> involved_families(const Plan& hinted, const std::vector<char>& pro
   for (const std::string& name : f.parallel_tensors) {
     const int t = g.find(name);
     if (t < 0) continue;
-    if (proposed[static_cast<size_t>(t)]) families.insert(g.tensors[static_cast<size_t>(t)].of->logical);
+    if (proposed[static_cast<size_t>(t)])
+      families.insert(g.tensors[static_cast<size_t>(t)].of->logical);
     stack.push_back(t);
     seen[static_cast<size_t>(t)] = 1;
   }

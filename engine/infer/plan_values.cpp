@@ -27,8 +27,7 @@ class Sampler {
  private:
   uint64_t one(DClass cls) {
     if (cls == DClass::Bool) return rng_() & 1;
-    if (cls == DClass::Int)
-      return std::uniform_int_distribution<int64_t>(0, int_bound_ - 1)(rng_);
+    if (cls == DClass::Int) return std::uniform_int_distribution<int64_t>(0, int_bound_ - 1)(rng_);
     return std::uniform_int_distribution<uint64_t>(0, ModularAlgebra::kPrime - 1)(rng_);
   }
 
@@ -96,7 +95,8 @@ PlanValues evaluate_plan(const Plan& plan, uint64_t seed, int64_t int_bound) {
     const DClass cls = dclass_of(d.dtype);
     std::optional<Residues>& value = v.parallel[static_cast<size_t>(t)];
     const std::optional<Lineage>& of = d.of;
-    if (!of || !of->over.empty() || of->logical < 0 || !v.logical[static_cast<size_t>(of->logical)]) {
+    if (!of || !of->over.empty() || of->logical < 0 ||
+        !v.logical[static_cast<size_t>(of->logical)]) {
       value = sample.random(d.shape, cls);
       continue;
     }

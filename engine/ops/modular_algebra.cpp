@@ -37,7 +37,9 @@ V power(V base, uint64_t e) {
   return result;
 }
 
-V boolean(bool b) { return b ? 1 : 0; }
+V boolean(bool b) {
+  return b ? 1 : 0;
+}
 
 }  // namespace
 
@@ -51,7 +53,9 @@ int64_t ModularAlgebra::signed_value(V v) {
   return v > P / 2 ? static_cast<int64_t>(v) - static_cast<int64_t>(P) : static_cast<int64_t>(v);
 }
 
-V ModularAlgebra::inverse(V v) { return power(v, P - 2); }
+V ModularAlgebra::inverse(V v) {
+  return power(v, P - 2);
+}
 
 bool ModularAlgebra::small_rational(V v, int64_t& num, int64_t& den) {
   // Extended Euclid on (p, v), stopped at the first remainder below 2^24:
@@ -80,7 +84,9 @@ V ModularAlgebra::add(const V& a, const V& b) const {
   const V s = a + b;
   return s >= P ? s - P : s;
 }
-V ModularAlgebra::sub(const V& a, const V& b) const { return a >= b ? a - b : a + P - b; }
+V ModularAlgebra::sub(const V& a, const V& b) const {
+  return a >= b ? a - b : a + P - b;
+}
 V ModularAlgebra::mul(const V& a, const V& b) const {
   return reduce(static_cast<unsigned __int128>(a) * b);
 }
@@ -88,7 +94,9 @@ V ModularAlgebra::div(const V& a, const V& b) const {
   if (b == 0) throw EvalError("division by zero");
   return mul(a, inverse(b));
 }
-V ModularAlgebra::neg(const V& a) const { return a == 0 ? 0 : P - a; }
+V ModularAlgebra::neg(const V& a) const {
+  return a == 0 ? 0 : P - a;
+}
 int ModularAlgebra::compare(V a, V b) {
   if (a == b) return 0;
   int64_t an = 0, ad = 1, bn = 0, bd = 1;
@@ -105,19 +113,35 @@ int ModularAlgebra::compare(V a, V b) {
   return ka < kb ? -1 : 1;
 }
 
-V ModularAlgebra::maximum(const V& a, const V& b) const { return compare(a, b) >= 0 ? a : b; }
-V ModularAlgebra::minimum(const V& a, const V& b) const { return compare(a, b) <= 0 ? a : b; }
+V ModularAlgebra::maximum(const V& a, const V& b) const {
+  return compare(a, b) >= 0 ? a : b;
+}
+V ModularAlgebra::minimum(const V& a, const V& b) const {
+  return compare(a, b) <= 0 ? a : b;
+}
 V ModularAlgebra::sum(const std::vector<V>& terms) const {
   V s = 0;
   for (V t : terms) s = add(s, t);
   return s;
 }
-V ModularAlgebra::lt(const V& a, const V& b) const { return boolean(compare(a, b) < 0); }
-V ModularAlgebra::le(const V& a, const V& b) const { return boolean(compare(a, b) <= 0); }
-V ModularAlgebra::gt(const V& a, const V& b) const { return boolean(compare(a, b) > 0); }
-V ModularAlgebra::ge(const V& a, const V& b) const { return boolean(compare(a, b) >= 0); }
-V ModularAlgebra::eq(const V& a, const V& b) const { return boolean(a == b); }
-V ModularAlgebra::select(const V& cond, const V& a, const V& b) const { return cond ? a : b; }
+V ModularAlgebra::lt(const V& a, const V& b) const {
+  return boolean(compare(a, b) < 0);
+}
+V ModularAlgebra::le(const V& a, const V& b) const {
+  return boolean(compare(a, b) <= 0);
+}
+V ModularAlgebra::gt(const V& a, const V& b) const {
+  return boolean(compare(a, b) > 0);
+}
+V ModularAlgebra::ge(const V& a, const V& b) const {
+  return boolean(compare(a, b) >= 0);
+}
+V ModularAlgebra::eq(const V& a, const V& b) const {
+  return boolean(a == b);
+}
+V ModularAlgebra::select(const V& cond, const V& a, const V& b) const {
+  return cond ? a : b;
+}
 
 V ModularAlgebra::call(const std::string& fn, const std::vector<V>& args) const {
   if (functions_) return functions_(fn, args) % P;
