@@ -43,8 +43,8 @@ Layout::Layout(const ModelShape& shape, const PlanConfig& config) : model(shape)
   if (c.reshard_residual && (tp < 2 || sp))
     reject("reshard_residual needs tp >= 2 and no sp (the residual replicated over tp)");
   if (c.dropout && model.experts > 0) reject("dropout is not supported on MoE models yet");
-  if (c.schedule && (pp < 2 || c.compact))
-    reject("schedule needs pp >= 2 (and the v1 form: not --compact)");
+  if (c.schedule && c.compact) reject("--compact does not support --schedule yet");
+  if (c.schedule && pp < 2) reject("schedule needs pp >= 2");
   if (c.optimizer != "sgd" && c.optimizer != "adam")
     reject("optimizer must be 'sgd' or 'adam' (got '" + c.optimizer + "')");
   if (B % (int64_t(dp) * mb) != 0)
