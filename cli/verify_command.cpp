@@ -14,9 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "cli/formats/report_formats.h"
 #include "cli/harness.h"
 #include "cli/plan_verifier.h"
+#include "cli/settings.h"
 #include "engine/report/report.h"
 #include "engine/report/report_codec.h"
 #include "engine/verifier.h"
@@ -128,15 +130,7 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
                   "sarif (2.1.0)")
       ->check(CLI::IsMember({"text", "json", "github", "junit", "sarif"}))
       ->capture_default_str();
-  cmd->add_option("--jobs,-j", args.jobs, "Solver threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--rlimit", args.rlimit,
-                  "Z3 resource limit per claim query (deterministic; exceeded: unknown)")
-      ->capture_default_str();
-  cmd->add_option("--timeout-ms", args.timeout_ms,
-                  "Wall-clock backstop per claim query in ms (0: none; exceeded: unknown)")
-      ->capture_default_str();
+  add_setting_flags(cmd, {"jobs", "rlimit", "timeout_ms", "unknown"}, args.setting_flags);
   cmd->add_flag("--quiet,-q", args.quiet, "No progress line on stderr");
   cmd->add_flag("--no-daemon", args.no_daemon,
                 "Verify in this process (same engine, same cache) instead of through the daemon");
@@ -148,7 +142,13 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
   return cmd;
 }
 
-int run_verify(const VerifyArgs& args) {
+int run_verify(const VerifyArgs& given) {
+  VerifyArgs args = given;
+  Settings settings = resolve_local_settings(args.setting_flags);
+  args.jobs = settings.jobs;
+  args.rlimit = settings.rlimit;
+  args.timeout_ms = settings.timeout_ms;
+  args.block_unknown = settings.block_unknown;
   VerifyOptions options;
   options.jobs = args.jobs;
   options.rlimit = args.rlimit;
@@ -204,6 +204,12 @@ int run_verify(const VerifyArgs& args) {
   }
   std::cout.flush();
   if (!std::cout) return kExitInternal;  // stdout closed: the answer was lost
+  if (worst == Verdict::Unknown && !args.block_unknown) {
+    std::cerr << "shardproof: warning: undecided (unknown) plans let through: \"unknown\" is "
+                 "\"warn\" ("
+              << settings.get("unknown").origin << ")\n";
+    return kExitOk;
+  }
   return verdict_exit_code(worst);
 }
 

@@ -20,6 +20,7 @@
 #include "daemon/build_id.h"
 #include "daemon/line_splitter.h"
 #include "daemon/pid_lock.h"
+#include "daemon/stale_files.h"
 #include "daemon/protocol.h"
 #include "daemon/service.h"
 
@@ -392,13 +393,22 @@ class Server {
       status["connections"] = connections_.size();
       status["active_requests"] = active_;
       send(conn, result_message(id, status));
+    } else if (type == "cancel") {
+      // {"request": N} cancels that verify; without it, every running one.
+      const json& which = m.contains("request") ? m["request"] : json(0);
+      if (!which.is_number_unsigned()) {
+        send(conn, error_message(id, "bad-request", "cancel: \"request\" must be a request id"));
+        return;
+      }
+      send(conn, result_message(id, {{"cancelled", service_.cancel(which.get<uint64_t>())}}));
     } else if (type == "shutdown") {
       send(conn, result_message(id, {{"stopping", true}}));
       begin_shutdown("asked by a client");
     } else {
       send(conn, error_message(
                      id, "unknown-request",
-                     "unknown request type \"" + type + "\" (verify, status, stats, shutdown)"));
+                     "unknown request type \"" + type +
+                         "\" (verify, status, stats, cancel, shutdown)"));
     }
   }
 
@@ -594,6 +604,8 @@ int run_daemon(const DaemonConfig& config) {
     log("already running" + (holder > 0 ? " as pid " + std::to_string(holder) : std::string()));
     return kDaemonExitRunning;
   }
+  if (int n = remove_stale_files(config.paths); n > 0)
+    log("removed the files of " + std::to_string(n) + " stale daemon" + (n == 1 ? "" : "s"));
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes must not kill us
   auto service = std::make_unique<Service>(config);
   auto server = std::make_unique<Server>(config, *service);
