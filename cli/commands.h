@@ -54,9 +54,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args);
 int run_plan(const PlanArgs& args);
 
 struct CaptureArgs {
-  std::string harness;        // a torch harness (.py), docs/torch-harness.md
-  std::string mesh;           // e.g. "dp=2,tp=4"; empty: the harness's MESH
-  std::string output = "-";   // the plan file; "-": stdout
+  std::string harness;       // a torch harness (.py), docs/torch-harness.md
+  std::string mesh;          // e.g. "dp=2,tp=4"; empty: the harness's MESH
+  std::string output = "-";  // the plan file; "-": stdout
 };
 CLI::App* add_capture_command(CLI::App& app, CaptureArgs& args);
 int run_capture(const CaptureArgs& args);

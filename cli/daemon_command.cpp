@@ -127,9 +127,9 @@ int status(const DaemonArgs& args, const daemon::DaemonPaths& paths) {
     for (const json& r : s.value("requests", json::array())) {
       char age[32];
       std::snprintf(age, sizeof age, "%.1f s", r.value("seconds", 0.0));
-      std::cout << "request " << r.value("id", 0) << ": " << r.value("plan", std::string())
-                << ", " << r.value("phase", std::string()) << ", stages "
-                << r.value("done", 0) << "/" << r.value("total", 0) << ", " << age << "\n";
+      std::cout << "request " << r.value("id", 0) << ": " << r.value("plan", std::string()) << ", "
+                << r.value("phase", std::string()) << ", stages " << r.value("done", 0) << "/"
+                << r.value("total", 0) << ", " << age << "\n";
     }
   }
   return running ? kExitOk : 1;
@@ -155,8 +155,7 @@ CLI::App* add_daemon_command(CLI::App& app, DaemonArgs& args) {
                     "Exit after this many seconds without requests (0: never; default "
                     "$SHARDPROOF_DAEMON_IDLE_TIMEOUT or 3600)")
         ->check(between("--idle-timeout", 0, INT32_MAX, "seconds; 0: never"));
-    sub->add_option("--max-frame", args.max_frame,
-                    "Largest request frame accepted (default 256M)");
+    sub->add_option("--max-frame", args.max_frame, "Largest request frame accepted (default 256M)");
   };
   server_options(action("start", "Start the daemon in the background (if none runs)"));
   server_options(action("restart", "Stop the daemon, then start it again"));
@@ -166,7 +165,8 @@ CLI::App* add_daemon_command(CLI::App& app, DaemonArgs& args) {
   status->add_option("--format", args.format, "Output format")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  status->add_flag_callback("--json", [&args] { args.format = "json"; }, "Same as --format json");
+  status->add_flag_callback(
+      "--json", [&args] { args.format = "json"; }, "Same as --format json");
   action("cancel", "Cancel a running verify (its answer is unknown), or every one")
       ->add_option("request", args.request, "The request's id, as `daemon status` shows it");
   return cmd;

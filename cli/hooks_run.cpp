@@ -14,9 +14,9 @@
 
 #include "cli/harness.h"
 #include "cli/hooks_command.h"
-#include "cli/settings.h"
 #include "cli/interrupt.h"
 #include "cli/plan_verifier.h"
+#include "cli/settings.h"
 #include "engine/report/report.h"
 #include "hooks/git.h"
 #include "hooks/regenerate.h"

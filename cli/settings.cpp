@@ -98,8 +98,7 @@ std::map<std::string, std::pair<std::string, std::string>> file_layer(
     if ((v.is_string() || v.is_number_unsigned()) && d->valid(value))
       out[key] = {value, origin};
     else
-      warn(name + ": " + where + ": expected " + d->expected + ", found " + v.dump() +
-           "; ignored");
+      warn(name + ": " + where + ": expected " + d->expected + ", found " + v.dump() + "; ignored");
   };
   // The hook's older top-level "unknown", below the section's.
   if (j.contains("unknown")) take("unknown", j["unknown"], "/unknown", name + " (unknown)");
@@ -114,8 +113,7 @@ std::map<std::string, std::pair<std::string, std::string>> file_layer(
   for (const auto& [key, v] : section.items()) {
     if (key.rfind("//", 0) == 0) continue;  // a comment
     if (!find_definition(key)) {
-      warn(name + ": /verify: unknown key \"" + key + "\"" + did_you_mean(key, keys) +
-           "; ignored");
+      warn(name + ": /verify: unknown key \"" + key + "\"" + did_you_mean(key, keys) + "; ignored");
       continue;
     }
     take(key, v, "/verify/" + key, name);
@@ -155,14 +153,14 @@ void add_setting_flags(CLI::App* cmd, const std::vector<std::string>& keys,
 std::optional<std::string> find_settings_file() {
   std::error_code ec;
   for (fs::path dir = fs::current_path(ec); !ec && !dir.empty(); dir = dir.parent_path()) {
-    if (fs::exists(dir / hooks::kRepoConfigFile, ec)) return (dir / hooks::kRepoConfigFile).string();
+    if (fs::exists(dir / hooks::kRepoConfigFile, ec))
+      return (dir / hooks::kRepoConfigFile).string();
     if (fs::exists(dir / ".git", ec) || dir == dir.parent_path()) break;
   }
   return std::nullopt;
 }
 
-Settings resolve_settings(const std::optional<std::string>& file_text,
-                          const std::string& file_name,
+Settings resolve_settings(const std::optional<std::string>& file_text, const std::string& file_name,
                           const std::map<std::string, std::string>& flags) {
   auto from_file = file_layer(file_text, file_name);
   Settings s;
@@ -213,7 +211,8 @@ int run_config(const ConfigArgs& args) {
   Settings s = resolve_local_settings(args.flags);
   if (args.format == "json") {
     nlohmann::ordered_json out = nlohmann::ordered_json::object();
-    for (const Setting& row : s.table) out[row.key] = {{"value", row.value}, {"origin", row.origin}};
+    for (const Setting& row : s.table)
+      out[row.key] = {{"value", row.value}, {"origin", row.origin}};
     std::cout << out.dump(2) << "\n";
   } else {
     for (const Setting& row : s.table)

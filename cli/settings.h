@@ -26,7 +26,7 @@ struct Settings {
   int jobs = 0;
   uint64_t rlimit = 0;
   unsigned timeout_ms = 0;
-  bool block_unknown = true;  // "unknown": "block" or "warn" (let an undecided plan through)
+  bool block_unknown = true;   // "unknown": "block" or "warn" (let an undecided plan through)
   std::vector<Setting> table;  // every setting, in the order `config` prints them
 
   const Setting& get(const std::string& key) const;
@@ -44,8 +44,7 @@ std::optional<std::string> find_settings_file();
 
 // Resolves every setting. `file_text` is the file's content (nullopt: no
 // file), `file_name` how messages and origins name it. Warnings go to stderr.
-Settings resolve_settings(const std::optional<std::string>& file_text,
-                          const std::string& file_name,
+Settings resolve_settings(const std::optional<std::string>& file_text, const std::string& file_name,
                           const std::map<std::string, std::string>& flags);
 
 // resolve_settings with the file find_settings_file() names.

@@ -112,8 +112,7 @@ int precheck_command(CLI::App& app, int argc, char** argv) {
     if (!word.empty() && word[0] == '-') continue;
     std::string unknown = unknown_command(*at, word);
     if (unknown.empty()) return -1;
-    std::cerr << unknown << "Run `shardproof help" << full_name(at).substr(10)
-              << "` for more.\n";
+    std::cerr << unknown << "Run `shardproof help" << full_name(at).substr(10) << "` for more.\n";
     return 2;
   }
   std::cerr << full_name(at) << ": which command? One of: " << command_list(*at)

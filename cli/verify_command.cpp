@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/usage.h"
 #include "cli/formats/report_formats.h"
 #include "cli/harness.h"
 #include "cli/plan_verifier.h"
 #include "cli/settings.h"
+#include "cli/usage.h"
 #include "engine/report/report.h"
 #include "engine/report/report_codec.h"
 #include "engine/verifier.h"

@@ -7,6 +7,7 @@
 
 #include "cache/cached_verify.h"
 #include "daemon/build_id.h"
+#include "daemon/daemon_log.h"
 #include "engine/format/plan_text.h"
 #include "engine/report/report.h"
 #include "engine/report/report_codec.h"
@@ -36,8 +37,8 @@ StageOutcome cancelled_outcome(bool by_request) {
   o.status = StageStatus::Unknown;
   Finding f;
   f.kind = "unknown";
-  f.message = by_request ? "cancelled by `shardproof daemon cancel`"
-                         : "cancelled: the client went away";
+  f.message =
+      by_request ? "cancelled by `shardproof daemon cancel`" : "cancelled: the client went away";
   o.findings.push_back(f);
   return o;
 }
@@ -56,16 +57,16 @@ int64_t resident_bytes() {
 
 // One line in the daemon's log per finished verify: what, how it ended,
 // how long it took and where its stages' verdicts came from.
-void Service::log_finished(uint64_t request, const Report& report, double seconds,
-                           bool cancelled) {
+void Service::log_finished(uint64_t request, const Report& report, double seconds, bool cancelled) {
   char time[32];
   std::snprintf(time, sizeof time, "%.2f s", seconds);
   std::string who = request ? "request " + std::to_string(request) : std::string("stored report");
-  std::cerr << "shardproof daemon: " << who << ": " << report.plan_path << ": "
-            << verdict_name(report.verdict) << (cancelled ? " (cancelled)" : "") << " in "
-            << time << "; stages: " << report.stats.unique_stages << " distinct, "
-            << report.stats.solved << " solved, " << report.stats.cached << " cached, "
-            << report.stats.reused << " reused" << std::endl;
+  daemon_log(who + ": " + report.plan_path + ": " + verdict_name(report.verdict) +
+             (cancelled ? " (cancelled)" : "") + " in " + time +
+             "; stages: " + std::to_string(report.stats.unique_stages) + " distinct, " +
+             std::to_string(report.stats.solved) + " solved, " +
+             std::to_string(report.stats.cached) + " cached, " +
+             std::to_string(report.stats.reused) + " reused");
 }
 
 Service::Service(const DaemonConfig& config)

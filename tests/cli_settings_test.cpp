@@ -38,8 +38,7 @@ class CliSettingsTest : public shardproof::testing::ScratchDirTest {
 
   // Runs in `cwd` (the repository's subdirectory by default) with `env`
   // ("NAME=value ..." or "") set.
-  CliResult run(const std::string& args, const std::string& env = "",
-                const fs::path& cwd = {}) {
+  CliResult run(const std::string& args, const std::string& env = "", const fs::path& cwd = {}) {
     fs::path where = cwd.empty() ? dir_ / "repo" / "sub" : cwd;
     std::string cmd = "cd " + shell_quote(where.string()) + " && " + env + " " +
                       shell_quote(SHARDPROOF_CLI) + " " + args + " 2>" +

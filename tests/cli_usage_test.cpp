@@ -39,8 +39,8 @@ class CliUsageTest : public shardproof::testing::ScratchDirTest {
 
   // The plan `p` with one change, written to the scratch directory.
   fs::path edited(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
-    nlohmann::json p = nlohmann::json::parse(
-        shardproof::testing::slurp_file(kExamples / "tp2-ffn.json"));
+    nlohmann::json p =
+        nlohmann::json::parse(shardproof::testing::slurp_file(kExamples / "tp2-ffn.json"));
     edit(p);
     return file(name, p.dump(2));
   }
@@ -146,9 +146,8 @@ TEST_F(CliUsageTest, MissingFileOrDirectoryIsInvalidInput) {
 
 TEST_F(CliUsageTest, DashReadsThePlanFromStdin) {
   for (const char* name : {"tp2-ffn.json", "tp2-ffn-bug-mean.json"}) {
-    std::string cmd = "cat " + quote((kExamples / name).string()) + " | " +
-                      quote(SHARDPROOF_CLI) + " verify --no-daemon - 2>" +
-                      quote((dir_ / "err").string());
+    std::string cmd = "cat " + quote((kExamples / name).string()) + " | " + quote(SHARDPROOF_CLI) +
+                      " verify --no-daemon - 2>" + quote((dir_ / "err").string());
     FILE* pipe = popen(cmd.c_str(), "r");
     ASSERT_NE(pipe, nullptr);
     std::string out;
@@ -171,7 +170,8 @@ TEST_F(CliUsageTest, MisspeltPlanKeyAndOperatorAreSuggested) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r.out, "did you mean \"ops\"?")) << r.out;
 
-  fs::path op = edited("op.json", [](nlohmann::json& p) { p["logical"]["ops"][0]["op"] = "matmull"; });
+  fs::path op =
+      edited("op.json", [](nlohmann::json& p) { p["logical"]["ops"][0]["op"] = "matmull"; });
   r = run("verify --no-daemon " + quote(op.string()));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_TRUE(has(r.out, "unknown operator \"matmull\"; did you mean \"matmul\"?")) << r.out;
