@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hooks/repo_config.h"
 #include "tests/cli_runner.h"
 #include "tests/isolated_env.h"
 
@@ -136,6 +137,14 @@ TEST_F(CliSettingsTest, VerifyHonoursThem) {
   r = run("verify --no-cache --rlimit 20000000 --unknown block " + plan);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_TRUE(has(r.out, "EQUIVALENT")) << r.out;
+}
+
+// The hook reads the same file: its "verify" section is not an unknown key.
+TEST(CliSettingsHooks, RepoConfigTakesAVerifySection) {
+  std::string error;
+  EXPECT_TRUE(shardproof::hooks::parse_repo_config(R"({"verify": {"jobs": 2}})", &error)) << error;
+  EXPECT_FALSE(shardproof::hooks::parse_repo_config(R"({"verify": 3})", &error));
+  EXPECT_TRUE(has(error, "/verify")) << error;
 }
 
 }  // namespace
