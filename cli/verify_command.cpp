@@ -120,7 +120,7 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
                                      "Prove that each plan's parallel graph computes "
                                      "exactly what its logical graph computes");
   cmd->add_option("plans", args.plans,
-                  "Plan files (format shardproof-plan/1), or torch harnesses (.py), which are "
+                  "Plan files (format shardproof-plan/1 or its compact form 1.1; - reads stdin), or torch harnesses (.py), which are "
                   "captured first")
       ->required();
   cmd->add_option("--mesh", args.mesh,
