@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (help->parsed()) return run_help(app, help_words);
+  warn_about_malformed_environment();
 
   // `daemon run` stops on signals through its event loop; the rest here.
   if (!(daemon->parsed() && daemon_args.action == "run")) handle_interrupts();

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/units.h"
 #include "cli/commands.h"
 #include "cli/usage.h"
 #include "engine/core/did_you_mean.h"
@@ -195,6 +196,25 @@ Settings resolve_local_settings(const std::map<std::string, std::string>& flags)
     if (!text) warn(why + "; its settings are ignored");
   }
   return resolve_settings(text, path ? *path : std::string(), flags);
+}
+
+void warn_about_malformed_environment() {
+  static const char* const kSizes[] = {"SHARDPROOF_CACHE_MAX_SIZE", "SHARDPROOF_DAEMON_MEMORY",
+                                       "SHARDPROOF_MAX_FILE_BYTES"};
+  static const char* const kDurations[] = {"SHARDPROOF_DAEMON_TIMEOUT",
+                                           "SHARDPROOF_DAEMON_IDLE_TIMEOUT"};
+  for (const char* name : kSizes) {
+    const char* v = std::getenv(name);
+    if (v && *v && !cache::parse_size(v))
+      warn(std::string("$") + name + ": expected a size such as 512M or 2G, found \"" + v +
+           "\"; the default is used");
+  }
+  for (const char* name : kDurations) {
+    const char* v = std::getenv(name);
+    if (v && *v && !cache::parse_duration_seconds(v))
+      warn(std::string("$") + name + ": expected a duration such as 90s, 15m or 2h, found \"" + v +
+           "\"; the default is used");
+  }
 }
 
 CLI::App* add_config_command(CLI::App& app, ConfigArgs& args) {

@@ -50,6 +50,11 @@ Settings resolve_settings(const std::optional<std::string>& file_text, const std
 // resolve_settings with the file find_settings_file() names.
 Settings resolve_local_settings(const std::map<std::string, std::string>& flags);
 
+// Warns (on stderr, naming it) about each SHARDPROOF_* size or duration in
+// the environment that does not parse: the code that reads it silently
+// falls back to its default.
+void warn_about_malformed_environment();
+
 // `shardproof config [--json]`.
 struct ConfigArgs {
   std::string format = "text";

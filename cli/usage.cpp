@@ -1,5 +1,6 @@
 #include "cli/usage.h"
 
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 
@@ -59,6 +60,19 @@ std::string unknown_command(const CLI::App& at, const std::string& word) {
     if (n == word) return "";
   return full_name(&at) + ": unknown command \"" + word + "\"" + did_you_mean(word, names) +
          "\n(commands: " + command_list(at) + ")\n";
+}
+
+// The commands (below `app`) that have option `flag`, as "`a`, `b`".
+std::string commands_with_option(const CLI::App& app, const std::string& flag) {
+  std::string out;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    for (const CLI::Option* o : sub->get_options())
+      for (const std::string& l : o->get_lnames())
+        if ("--" + l == flag) out += (out.empty() ? "`" : ", `") + full_name(sub) + "`";
+    std::string deeper = commands_with_option(*sub, flag);
+    if (!deeper.empty()) out += (out.empty() ? "" : ", ") + deeper;
+  }
+  return out;
 }
 
 }  // namespace
@@ -134,9 +148,14 @@ std::string suggestions(CLI::App& app, int argc, char** argv) {
     std::string word = argv[i];
     if (word.size() < 3 || word.compare(0, 2, "--") != 0) continue;
     word = word.substr(0, word.find('='));
-    if (std::optional<std::string> c = closest_name(word, flags))
+    if (std::find(flags.begin(), flags.end(), word) != flags.end()) continue;
+    if (std::optional<std::string> c = closest_name(word, flags)) {
       out += "unknown option \"" + word + "\" for " + full_name(at) + ": did you mean \"" + *c +
              "\"?\n";
+    } else if (std::string owners = commands_with_option(app, word); !owners.empty()) {
+      // `cache clear --max-size 1G`: an option of another action.
+      out += word + " is an option of " + owners + ", not of " + full_name(at) + "\n";
+    }
   }
   return out;
 }

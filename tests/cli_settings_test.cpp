@@ -107,6 +107,9 @@ TEST_F(CliSettingsTest, MalformedValuesAreWarningsThatNameThem) {
   EXPECT_TRUE(has(r.err, "$SHARDPROOF_TIMEOUT_MS: expected")) << r.err;
   EXPECT_TRUE(has(r.out, "(default) jobs = 0")) << r.out;
   EXPECT_TRUE(has(r.out, "(default) timeout_ms = ")) << r.out;
+  r = run("cache stats", "SHARDPROOF_CACHE_MAX_SIZE=huge SHARDPROOF_DAEMON_IDLE_TIMEOUT=later");
+  EXPECT_TRUE(has(r.err, "$SHARDPROOF_CACHE_MAX_SIZE: expected a size")) << r.err;
+  EXPECT_TRUE(has(r.err, "$SHARDPROOF_DAEMON_IDLE_TIMEOUT: expected a duration")) << r.err;
   // A bad flag is a usage error, not a warning.
   EXPECT_EQ(run("config --rlimit 0").code, 2);
 }

@@ -103,6 +103,7 @@ TEST_F(CliUsageTest, ActionsCheckTheirOwnOptions) {
   CliResult r = run("cache clear --max-size 1G");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_FALSE(has(r.out, "cleared")) << r.out;
+  EXPECT_TRUE(has(r.err, "--max-size is an option of `shardproof cache gc`")) << r.err;
   EXPECT_EQ(run("cache stats --max-age 1d").code, 2);
   EXPECT_EQ(run("daemon stop --jobs 2").code, 2);
   EXPECT_EQ(run("daemon status --idle-timeout 5").code, 2);
