@@ -65,16 +65,23 @@ int gc(cache::VerdictCache& c, const CacheArgs& args) {
 
 CLI::App* add_cache_command(CLI::App& app, CacheArgs& args) {
   CLI::App* cmd = app.add_subcommand("cache", "Inspect or trim the cache of proven stages");
-  cmd->add_option("action", args.action, "stats, gc or clear")
-      ->required()
-      ->check(CLI::IsMember({"stats", "gc", "clear"}));
-  cmd->add_option("--format", args.format, "stats: output format")
+  cmd->require_subcommand(1);
+  // One subcommand per action, each with only its own options.
+  auto action = [&](const char* name, const char* what) {
+    CLI::App* sub = cmd->add_subcommand(name, what);
+    sub->callback([&args, name] { args.action = name; });
+    return sub;
+  };
+  action("stats", "Show the cache's size, entries and hit rate")
+      ->add_option("--format", args.format, "Output format")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  cmd->add_option("--max-size", args.max_size,
-                  "gc: evict the least recently used entries down to this size (default: the "
-                  "cap, $SHARDPROOF_CACHE_MAX_SIZE or 1G)");
-  cmd->add_option("--max-age", args.max_age, "gc: remove entries unused for this long (e.g. 30d)");
+  CLI::App* gc = action("gc", "Evict old entries down to a size or age");
+  gc->add_option("--max-size", args.max_size,
+                 "Evict the least recently used entries down to this size (default: the "
+                 "cap, $SHARDPROOF_CACHE_MAX_SIZE or 1G)");
+  gc->add_option("--max-age", args.max_age, "Remove entries unused for this long (e.g. 30d)");
+  action("clear", "Remove every entry");
   return cmd;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 2;     // bad command line or bad configuration
 inline constexpr int kExitInternal = 4;  // I/O failure or unexpected error
 
+// The most solver threads --jobs accepts (0 means one per core).
+inline constexpr int kMaxJobs = 1024;
+
 struct VerifyArgs {
   std::vector<std::string> plans;
   std::string format = "text";
@@ -30,6 +34,11 @@ struct VerifyArgs {
   bool no_cache = false;   // in process, no cache
   bool classes = false;    // compact plans per coordinate class, even when small
   std::string mesh;        // harness arguments (.py): mesh sizes, e.g. "dp=2,tp=4"
+  // --jobs, --rlimit, --timeout-ms, --unknown as given (cli/settings.h
+  // layers them over the environment and .shardproof.json into the fields
+  // above).
+  std::map<std::string, std::string> setting_flags;
+  bool block_unknown = true;
   std::string infer_claims = claim_inference_name(VerifyOptions{}.infer_claims);
 };
 CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args);
@@ -46,9 +55,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args);
 int run_plan(const PlanArgs& args);
 
 struct CaptureArgs {
-  std::string harness;        // a torch harness (.py), docs/torch-harness.md
-  std::string mesh;           // e.g. "dp=2,tp=4"; empty: the harness's MESH
-  std::string output = "-";   // the plan file; "-": stdout
+  std::string harness;       // a torch harness (.py), docs/torch-harness.md
+  std::string mesh;          // e.g. "dp=2,tp=4"; empty: the harness's MESH
+  std::string output = "-";  // the plan file; "-": stdout
 };
 CLI::App* add_capture_command(CLI::App& app, CaptureArgs& args);
 int run_capture(const CaptureArgs& args);
@@ -57,11 +66,12 @@ CLI::App* add_version_command(CLI::App& app);
 int run_version();
 
 struct DaemonArgs {
-  std::string action;  // start, stop, status, restart, run
+  std::string action;  // start, stop, status, restart, run, cancel
   int jobs = 0;
   int idle_timeout = -1;  // seconds; -1: $SHARDPROOF_DAEMON_IDLE_TIMEOUT or the default
   std::string max_frame;  // size, e.g. "256M"; empty: the default
   std::string format = "text";
+  uint64_t request = 0;  // cancel: the request's id; 0: every running request
 };
 CLI::App* add_daemon_command(CLI::App& app, DaemonArgs& args);
 int run_daemon_command(const DaemonArgs& args);
@@ -84,6 +94,7 @@ struct HooksArgs {
   int jobs = 0;                              // run: solver threads of a daemon it starts
   uint64_t rlimit = VerifyOptions{}.rlimit;  // run: as verify's
   unsigned timeout_ms = VerifyOptions{}.timeout_ms;
+  std::map<std::string, std::string> setting_flags;  // as VerifyArgs's
 };
 CLI::App* add_hooks_command(CLI::App& app, HooksArgs& args);
 int run_hooks_command(const HooksArgs& args);

@@ -1,5 +1,7 @@
 // `shardproof daemon start|stop|status|restart|run`: the background
 // verifier that keeps solver threads and the cache warm between runs.
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -8,6 +10,7 @@
 #include "cache/cache_location.h"
 #include "cache/units.h"
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "daemon/client.h"
 #include "daemon/launcher.h"
 #include "daemon/pid_lock.h"
@@ -117,7 +120,17 @@ int status(const DaemonArgs& args, const daemon::DaemonPaths& paths) {
               << " running; connections: " << s.value("connections", 0) << "\n"
               << "solver: " << s.value("jobs", 0) << " workers, " << s.value("busy_workers", 0)
               << " busy; " << s.value("stages_in_flight", 0) << " stages in flight, "
-              << s.value("stages_joined", 0) << " joined\n";
+              << s.value("stages_joined", 0) << " joined\n"
+              << "memory: " << cache::format_bytes(s.value("rss_bytes", uint64_t{0}))
+              << " resident\n"
+              << "log: " << s.value("log", std::string()) << "\n";
+    for (const json& r : s.value("requests", json::array())) {
+      char age[32];
+      std::snprintf(age, sizeof age, "%.1f s", r.value("seconds", 0.0));
+      std::cout << "request " << r.value("id", 0) << ": " << r.value("plan", std::string()) << ", "
+                << r.value("phase", std::string()) << ", stages " << r.value("done", 0) << "/"
+                << r.value("total", 0) << ", " << age << "\n";
+    }
   }
   return running ? kExitOk : 1;
 }
@@ -127,20 +140,53 @@ int status(const DaemonArgs& args, const daemon::DaemonPaths& paths) {
 CLI::App* add_daemon_command(CLI::App& app, DaemonArgs& args) {
   CLI::App* cmd = app.add_subcommand(
       "daemon", "Run the verifier in the background, keeping solver threads and the cache warm");
-  cmd->add_option("action", args.action, "start, stop, status, restart, or run (foreground)")
-      ->required()
-      ->check(CLI::IsMember({"start", "stop", "status", "restart", "run"}));
-  cmd->add_option("--jobs,-j", args.jobs, "Solver threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--idle-timeout", args.idle_timeout,
-                  "Exit after this many seconds without requests (0: never; default "
-                  "$SHARDPROOF_DAEMON_IDLE_TIMEOUT or 3600)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-frame", args.max_frame, "Largest request frame accepted (default 256M)");
-  cmd->add_option("--format", args.format, "status: output format")
+  cmd->require_subcommand(1);
+  // Each action is its own subcommand with only its own options: `daemon
+  // stop --jobs 2` is a usage error, not a silently ignored flag.
+  auto action = [&](const char* name, const char* what) {
+    CLI::App* sub = cmd->add_subcommand(name, what);
+    sub->callback([&args, name] { args.action = name; });
+    return sub;
+  };
+  auto server_options = [&](CLI::App* sub) {
+    sub->add_option("--jobs,-j", args.jobs, "Solver threads (0: all cores)")
+        ->check(between("--jobs", 0, kMaxJobs, "0: all cores"));
+    sub->add_option("--idle-timeout", args.idle_timeout,
+                    "Exit after this many seconds without requests (0: never; default "
+                    "$SHARDPROOF_DAEMON_IDLE_TIMEOUT or 3600)")
+        ->check(between("--idle-timeout", 0, INT32_MAX, "seconds; 0: never"));
+    sub->add_option("--max-frame", args.max_frame, "Largest request frame accepted (default 256M)");
+  };
+  server_options(action("start", "Start the daemon in the background (if none runs)"));
+  server_options(action("restart", "Stop the daemon, then start it again"));
+  server_options(action("run", "Run the daemon in the foreground (what `start` launches)"));
+  action("stop", "Stop the daemon");
+  CLI::App* status = action("status", "Show the daemon: pid, uptime, memory, log, requests");
+  status->add_option("--format", args.format, "Output format")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+  status->add_flag_callback(
+      "--json", [&args] { args.format = "json"; }, "Same as --format json");
+  action("cancel", "Cancel a running verify (its answer is unknown), or every one")
+      ->add_option("request", args.request, "The request's id, as `daemon status` shows it");
   return cmd;
+}
+
+int cancel(const DaemonArgs& args, const daemon::DaemonPaths& paths) {
+  Status why;
+  auto client = daemon::DaemonClient::connect(paths.socket, &why);
+  if (!client) return fail("not running (" + why.message() + ")", 1);
+  json request = {{"type", "cancel"}};
+  if (args.request > 0) request["request"] = args.request;
+  json answer;
+  why = client->call(request, nullptr, &answer, {}, 5000);
+  if (!why.ok()) return fail(why.message());
+  if (answer.value("type", std::string()) != "result")
+    return fail(answer.value("message", std::string("the daemon refused")));
+  int n = answer["result"].value("cancelled", 0);
+  std::cout << "cancelled " << n << (n == 1 ? " request" : " requests") << "\n";
+  // Naming one that is not running is a mistake worth an exit code.
+  return args.request > 0 && n == 0 ? 1 : kExitOk;
 }
 
 int run_daemon_command(const DaemonArgs& args) {
@@ -151,6 +197,7 @@ int run_daemon_command(const DaemonArgs& args) {
   if (args.action == "start") return start(args, paths);
   if (args.action == "stop") return stop(paths);
   if (args.action == "status") return status(args, paths);
+  if (args.action == "cancel") return cancel(args, paths);
   if (int code = stop(paths); code != kExitOk) return code;  // restart
   return start(args, paths);
 }

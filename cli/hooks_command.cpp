@@ -9,6 +9,7 @@
 #include <set>
 
 #include "cli/hooks_command.h"
+#include "cli/settings.h"
 #include "hooks/git.h"
 #include "hooks/install.h"
 #include "hooks/regenerate.h"
@@ -118,13 +119,7 @@ CLI::App* add_hooks_command(CLI::App& app, HooksArgs& args) {
                   "from the index)");
   run->add_flag("--full", args.full, "Print each plan's full report, as verify does");
   run->add_flag("--no-daemon", args.no_daemon, "Verify in this process instead of the daemon");
-  run->add_option("--jobs,-j", args.jobs, "Solver threads of a daemon it starts (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
-  run->add_option("--rlimit", args.rlimit, "Z3 resource limit per claim query, as for verify")
-      ->capture_default_str();
-  run->add_option("--timeout-ms", args.timeout_ms,
-                  "Wall-clock backstop per claim query in ms, as for verify")
-      ->capture_default_str();
+  add_setting_flags(run, {"jobs", "rlimit", "timeout_ms", "unknown"}, args.setting_flags);
 
   CLI::App* affected = cmd->add_subcommand(
       "affected",

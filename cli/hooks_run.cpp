@@ -16,6 +16,7 @@
 #include "cli/hooks_command.h"
 #include "cli/interrupt.h"
 #include "cli/plan_verifier.h"
+#include "cli/settings.h"
 #include "engine/report/report.h"
 #include "hooks/git.h"
 #include "hooks/regenerate.h"
@@ -225,7 +226,7 @@ std::vector<Work> prepare(hooks::Git& git, const hooks::Selection& selection,
 // Verifies each plan (starting the daemon for the first), prints its
 // verdict line or its short failure, then whether the commit is blocked.
 int verify_all(const std::vector<Work>& work, const HooksArgs& args,
-               const hooks::RepoConfig& config) {
+               const hooks::RepoConfig& config, const std::string& unknown_origin) {
   std::cout << "shardproof: verifying " << work.size() << (work.size() == 1 ? " plan" : " plans")
             << " this commit touches (staged content)\n"
             << std::flush;
@@ -274,8 +275,8 @@ int verify_all(const std::vector<Work>& work, const HooksArgs& args,
   if (undecided_warned > 0)
     std::cout << "shardproof: warning: " << undecided_warned << " plan"
               << (undecided_warned == 1 ? "" : "s")
-              << " could not be decided (unknown); let through because .shardproof.json says "
-                 "\"unknown\": \"warn\"\n";
+              << " could not be decided (unknown); let through because \"unknown\" is \"warn\" ("
+              << unknown_origin << ")\n";
   if (failed > 0) {
     std::cout << "shardproof: commit blocked: " << failed << " of " << work.size()
               << (work.size() == 1 ? " plan" : " plans") << " not proven equivalent";
@@ -300,9 +301,18 @@ int run_hooks_check(const HooksArgs& args) {
   if (changes->empty()) return kExitOk;
 
   // The configuration as staged, like everything else the hook reads.
-  std::optional<hooks::RepoConfig> config =
-      load_repo_config(git.read_index({hooks::kRepoConfigFile})[hooks::kRepoConfigFile]);
+  std::optional<std::string> config_text =
+      git.read_index({hooks::kRepoConfigFile})[hooks::kRepoConfigFile];
+  std::optional<hooks::RepoConfig> config = load_repo_config(config_text);
   if (!config) return kExitUsage;
+  // The settings of its "verify" section, under the environment and flags.
+  Settings settings = resolve_settings(config_text, hooks::kRepoConfigFile, args.setting_flags);
+  HooksArgs effective = args;
+  effective.jobs = settings.jobs;
+  effective.rlimit = settings.rlimit;
+  effective.timeout_ms = settings.timeout_ms;
+  config->block_unknown = settings.block_unknown;
+  const std::string unknown_origin = settings.get("unknown").origin;
   hooks::IndexReader index(git);
   hooks::Selection selection = hooks::select_plans(*changes, *config, index);
   // Nothing relevant: no temporary directory, no daemon, no output.
@@ -313,7 +323,7 @@ int run_hooks_check(const HooksArgs& args) {
   // copy stands for, and nowhere else.
   setenv("SHARDPROOF_GRAPH_ROOT", tmp.path().c_str(), 1);
   std::vector<Work> work = prepare(git, selection, tmp.path(), args.full);
-  return verify_all(work, args, *config);
+  return verify_all(work, effective, *config, unknown_origin);
 }
 
 }  // namespace shardproof::cli

@@ -9,6 +9,8 @@
 
 #include "cli/commands.h"
 #include "cli/interrupt.h"
+#include "cli/settings.h"
+#include "cli/usage.h"
 
 int main(int argc, char** argv) {
   using namespace shardproof::cli;
@@ -21,7 +23,7 @@ int main(int argc, char** argv) {
       "shardproof: proves that a distributed training plan computes exactly what the "
       "single-device model computes."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("shardproof ") + SHARDPROOF_VERSION);
+  app.set_version_flag("--version", version_text);
 
   VerifyArgs verify_args;
   PlanArgs plan_args;
@@ -37,14 +39,23 @@ int main(int argc, char** argv) {
   CLI::App* capture = add_capture_command(app, capture_args);
   CLI::App* version = add_version_command(app);
   CLI::App* eval = add_eval_command(app);
+  ConfigArgs config_args;
+  CLI::App* config = add_config_command(app, config_args);
+  std::vector<std::string> help_words;
+  CLI::App* help = add_help_command(app, help_words);
 
+  if (int code = precheck_command(app, argc, argv); code >= 0) return code;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // CLI11 prints help/version/errors itself; only the code is ours to fix:
     // every usage error is 2, whatever CLI11's internal error number.
-    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+    if (app.exit(e) == 0) return kExitOk;
+    std::cerr << suggestions(app, argc, argv);
+    return kExitUsage;
   }
+  if (help->parsed()) return run_help(app, help_words);
+  warn_about_malformed_environment();
 
   // `daemon run` stops on signals through its event loop; the rest here.
   if (!(daemon->parsed() && daemon_args.action == "run")) handle_interrupts();
@@ -58,6 +69,7 @@ int main(int argc, char** argv) {
     if (capture->parsed()) return run_capture(capture_args);
     if (version->parsed()) return run_version();
     if (eval->parsed()) return run_eval_command();
+    if (config->parsed()) return run_config(config_args);
   } catch (const std::exception& e) {
     std::cerr << "shardproof: internal error: " << e.what() << "\n";
     return kExitInternal;

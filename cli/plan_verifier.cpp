@@ -1,5 +1,7 @@
 #include "cli/plan_verifier.h"
 
+#include <unistd.h>
+
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -32,7 +34,30 @@ Report verify_from_files(const std::string& path, const VerifyOptions& options) 
   }
 }
 
+// A plan path that names nothing readable (missing, a directory, not
+// ours to read) is a mistake on the command line, not a failure of the
+// tool: invalid input, exit 2, naming the path.
+bool is_users_mistake(const std::string& path) {
+  std::error_code ec;
+  auto st = std::filesystem::status(path, ec);
+  return !std::filesystem::exists(st) || std::filesystem::is_directory(st) ||
+         access(path.c_str(), R_OK) != 0;
+}
+
+Report unreadable_input(const std::string& path, const std::string& why) {
+  Report r;
+  r.plan_path = path;
+  r.verdict = Verdict::Invalid;
+  Diagnostic d;
+  d.rule = "plan-file";
+  d.file = path;
+  d.message = why;
+  r.invalid = d;
+  return r;
+}
+
 std::string plan_dir(const std::string& path) {
+  if (path == kStdinName) return "";
   return std::filesystem::path(path).parent_path().string();
 }
 
@@ -61,13 +86,19 @@ PlanVerifier::PlanVerifier(const VerifyArgs& args) : args_(args) {
 
 Report PlanVerifier::verify(const std::string& path, const VerifyOptions& options,
                             std::optional<std::string>* text_read) {
-  std::optional<std::string> original = read_file_text(path);
+  // "-" is the plan on stdin; its graph references are relative to the
+  // working directory.
+  const bool from_stdin = path == kStdinPath;
+  std::string why;
+  std::optional<std::string> original = read_file_text(from_stdin ? "/dev/stdin" : path, &why);
+  if (!original && (from_stdin || is_users_mistake(path)))
+    return unreadable_input(from_stdin ? kStdinName : path, why);
   if (!original) {
     VerifyOptions plain = options;
     plain.progress = nullptr;
     return verify_from_files(path, plain);
   }
-  Report report = verify_text(path, *original, options);
+  Report report = verify_text(from_stdin ? kStdinName : path, *original, options);
   if (text_read) *text_read = std::move(original);  // after: moved, not copied
   return report;
 }

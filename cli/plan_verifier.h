@@ -16,6 +16,10 @@
 
 namespace shardproof::cli {
 
+// The plan path that means stdin, and the name its report carries.
+inline constexpr const char* kStdinPath = "-";
+inline constexpr const char* kStdinName = "<stdin>";
+
 class PlanVerifier {
  public:
   // Uses args.no_daemon, args.no_cache and args.jobs (for a daemon it starts).

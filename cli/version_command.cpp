@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "engine/core/z3_version.h"
+#include "cli/usage.h"
 
 namespace shardproof::cli {
 
@@ -12,8 +12,7 @@ CLI::App* add_version_command(CLI::App& app) {
 }
 
 int run_version() {
-  std::cout << "shardproof " << SHARDPROOF_VERSION << "\n"
-            << "z3 " << z3_version() << "\n";
+  std::cout << version_text() << "\n";
   return kExitOk;
 }
 

@@ -18,10 +18,12 @@
 #include <vector>
 
 #include "daemon/build_id.h"
+#include "daemon/daemon_log.h"
 #include "daemon/line_splitter.h"
 #include "daemon/pid_lock.h"
 #include "daemon/protocol.h"
 #include "daemon/service.h"
+#include "daemon/stale_files.h"
 
 namespace shardproof::daemon {
 namespace {
@@ -40,10 +42,7 @@ constexpr size_t kProgressQueueLimit = size_t{1} << 20;
 constexpr size_t kOutputQueueLimit = size_t{64} << 20;
 
 void log(const std::string& message) {
-  std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
-  std::cerr << stamp << " shardproof daemon[" << getpid() << "]: " << message << std::endl;
+  daemon_log(message);
 }
 
 struct Connection {
@@ -392,13 +391,24 @@ class Server {
       status["connections"] = connections_.size();
       status["active_requests"] = active_;
       send(conn, result_message(id, status));
+    } else if (type == "cancel") {
+      // {"request": N} cancels that verify; without it, every running one.
+      uint64_t which = 0;
+      if (m.contains("request")) {
+        if (!m["request"].is_number_unsigned()) {
+          send(conn, error_message(id, "bad-request", "cancel: \"request\" must be a request id"));
+          return;
+        }
+        which = m["request"].get<uint64_t>();
+      }
+      send(conn, result_message(id, {{"cancelled", service_.cancel(which)}}));
     } else if (type == "shutdown") {
       send(conn, result_message(id, {{"stopping", true}}));
       begin_shutdown("asked by a client");
     } else {
-      send(conn, error_message(
-                     id, "unknown-request",
-                     "unknown request type \"" + type + "\" (verify, status, stats, shutdown)"));
+      send(conn, error_message(id, "unknown-request",
+                               "unknown request type \"" + type +
+                                   "\" (verify, status, stats, cancel, shutdown)"));
     }
   }
 
@@ -594,6 +604,8 @@ int run_daemon(const DaemonConfig& config) {
     log("already running" + (holder > 0 ? " as pid " + std::to_string(holder) : std::string()));
     return kDaemonExitRunning;
   }
+  if (int n = remove_stale_files(config.paths); n > 0)
+    log("removed the files of " + std::to_string(n) + " stale daemon" + (n == 1 ? "" : "s"));
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes must not kill us
   auto service = std::make_unique<Service>(config);
   auto server = std::make_unique<Server>(config, *service);

@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <iostream>
 
 #include "cache/cached_verify.h"
 #include "daemon/build_id.h"
+#include "daemon/daemon_log.h"
 #include "engine/format/plan_text.h"
 #include "engine/report/report.h"
 #include "engine/report/report_codec.h"
@@ -30,17 +32,42 @@ std::unique_ptr<cache::VerdictCache> open_cache(
 }
 
 // A stage not solved because its request was cancelled: unknown, never stored.
-StageOutcome cancelled_outcome() {
+StageOutcome cancelled_outcome(bool by_request) {
   StageOutcome o;
   o.status = StageStatus::Unknown;
   Finding f;
   f.kind = "unknown";
-  f.message = "cancelled: the client went away";
+  f.message =
+      by_request ? "cancelled by `shardproof daemon cancel`" : "cancelled: the client went away";
   o.findings.push_back(f);
   return o;
 }
 
+// How much memory the daemon holds now (resident set), 0 when unknown.
+int64_t resident_bytes() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE);
+}
+
 }  // namespace
+
+// One line in the daemon's log per finished verify: what, how it ended,
+// how long it took and where its stages' verdicts came from.
+void Service::log_finished(uint64_t request, const Report& report, double seconds, bool cancelled) {
+  char time[32];
+  std::snprintf(time, sizeof time, "%.2f s", seconds);
+  std::string who = request ? "request " + std::to_string(request) : std::string("stored report");
+  daemon_log(who + ": " + report.plan_path + ": " + verdict_name(report.verdict) +
+             (cancelled ? " (cancelled)" : "") + " in " + time +
+             "; stages: " + std::to_string(report.stats.unique_stages) + " distinct, " +
+             std::to_string(report.stats.solved) + " solved, " +
+             std::to_string(report.stats.cached) + " cached, " +
+             std::to_string(report.stats.reused) + " reused");
+}
 
 Service::Service(const DaemonConfig& config)
     : config_(config),
@@ -87,25 +114,34 @@ void Service::verify(const json& id, VerifyRequest request, const Reply& reply,
     options.infer_claims = request.infer_claims;
     options.store = &inflight_;
     options.identity_memo = &identity_memo_;
-    options.executor = [this, cancelled](const std::function<StageOutcome()>& prove) {
-      auto gone = [cancelled] { return cancelled && cancelled->load(); };
-      if (gone()) return cancelled_outcome();
-      ++proofs_;
-      // Checked again on the pool: a queued proof may wait behind others.
-      return pool_.run<StageOutcome>([&] { return gone() ? cancelled_outcome() : prove(); });
-    };
-    if (request.progress)
-      options.progress = [&](const VerifyProgress& p) { reply(progress_message(id, p), false); };
     if (!request.key.empty()) {
       answer_by_identity(id, request, reply);
       return;
     }
+    // Its row in `daemon status`, and the flag `daemon cancel` sets.
+    std::unique_ptr<RequestTable::Entry> entry = requests_.add(request.path);
+    RequestTable::Entry* row = entry.get();
+    options.executor = [this, cancelled, row](const std::function<StageOutcome()>& prove) {
+      auto gone = [cancelled] { return cancelled && cancelled->load(); };
+      auto stopped = [&] { return gone() || row->cancelled(); };
+      if (stopped()) return cancelled_outcome(!gone());
+      ++proofs_;
+      // Checked again on the pool: a queued proof may wait behind others.
+      return pool_.run<StageOutcome>(
+          [&] { return stopped() ? cancelled_outcome(!gone()) : prove(); });
+    };
+    options.progress = [&, row](const VerifyProgress& p) {
+      row->set_progress(p.done, p.total);
+      if (request.progress) reply(progress_message(id, p), false);
+    };
     // Reserved before the plan is parsed: large plans queue, not pile up.
     const uint64_t cost = MemoryBudget::estimate(request.text);
     if (!memory_.acquire(cost, cancelled)) {  // the client went away while it waited
       reply(error_message(id, "cancelled", "the client went away"), true);
       return;
     }
+    row->set_phase("verifying");
+    const auto started = std::chrono::steady_clock::now();
     struct Release {
       MemoryBudget& budget;
       uint64_t bytes;
@@ -130,6 +166,9 @@ void Service::verify(const json& id, VerifyRequest request, const Reply& reply,
     stages_solved_ += report.stats.solved;
     stages_cached_ += report.stats.cached;
     reply(with_warnings(result_message(id, report_to_json(report))), true);
+    log_finished(row->id(), report,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+                 row->cancelled() || (cancelled && cancelled->load()));
     plan_memos_.give_back(request.path, std::move(memo));  // after the answer: it may free a plan
   } catch (const std::exception& e) {
     reply(error_message(id, "internal", std::string("verification failed: ") + e.what()), true);
@@ -152,6 +191,7 @@ void Service::answer_by_identity(const json& id, const VerifyRequest& request, c
   ++verifies_;
   stages_cached_ += stored->stats.cached;
   reply(with_warnings(result_message(id, report_to_json(*stored))), true);
+  log_finished(0, *stored, 0, false);
 }
 
 bool Service::needs_flush() const {
@@ -203,7 +243,10 @@ json Service::status() const {
           {"verifies", verifies_.load()},
           {"idle_timeout_seconds", config_.idle_timeout_seconds},
           {"memory_budget_bytes", memory_.total()},
-          {"memory_reserved_bytes", memory_.reserved()}};
+          {"memory_reserved_bytes", memory_.reserved()},
+          {"rss_bytes", resident_bytes()},
+          {"log", config_.paths.log},
+          {"requests", requests_.to_json()}};
 }
 
 }  // namespace shardproof::daemon

@@ -21,7 +21,9 @@
 #include "daemon/memory_budget.h"
 #include "daemon/plan_memos.h"
 #include "daemon/protocol.h"
+#include "daemon/request_table.h"
 #include "daemon/worker_pool.h"
+#include "engine/report/report.h"
 #include "engine/stage/stage_memo.h"
 
 namespace shardproof::daemon {
@@ -50,8 +52,12 @@ class Service {
   bool needs_flush() const;
   // The cache's statistics and the daemon's own counters.
   void stats(const nlohmann::json& id, const Reply& reply);
-  // Fields of the `status` result that the service knows.
+  // Fields of the `status` result that the service knows, running requests
+  // included.
   nlohmann::json status() const;
+  // Cancels running verify `request` (0: all of them): its stages not yet
+  // solved are not solved, its answer is unknown. How many were cancelled.
+  int cancel(uint64_t request) { return requests_.cancel(request); }
   void flush();
 
  private:
@@ -59,6 +65,7 @@ class Service {
   // go to the next client answered, in its final message's "warnings".
   void warn(const std::string& message);
   nlohmann::json with_warnings(nlohmann::json final);
+  void log_finished(uint64_t request, const Report& report, double seconds, bool cancelled);
 
   DaemonConfig config_;
   std::mutex warnings_mutex_;
@@ -75,6 +82,7 @@ class Service {
   PlanMemos plan_memos_;
   WorkerPool pool_;
   MemoryBudget memory_;
+  RequestTable requests_;
   std::atomic<int64_t> verifies_{0}, stages_solved_{0}, stages_cached_{0};
   std::atomic<int64_t> proofs_{0};  // stage proofs run on the pool, trivial ones included
 };

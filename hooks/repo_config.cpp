@@ -98,6 +98,12 @@ std::optional<RepoConfig> parse_repo_config(const std::string& text, std::string
         *error = file + ": /harnesses: expected a list of glob patterns of harness files (.py)";
         return std::nullopt;
       }
+    } else if (key == "verify") {
+      // The settings of verify: read (and warned about) by cli/settings.h.
+      if (!value.is_object()) {
+        *error = file + ": /verify: expected an object of settings";
+        return std::nullopt;
+      }
     } else if (key == "regenerate") {
       if (!value.is_array()) {
         *error = file + ": /regenerate: expected a list of rules";

@@ -1,5 +1,6 @@
 // .shardproof.json, at the root of a repository whose plans the hooks
-// check: plans to leave out, whether an undecided plan blocks, and the
+// check: plans to leave out, whether an undecided plan blocks, the
+// settings of verify (a "verify" object, read by cli/settings.h), and the
 // parallelization configs a plan is generated from (docs/integration.md).
 #pragma once
 

@@ -118,12 +118,13 @@ TEST_F(CliTest, NotAPlanIsInvalid) {
       run("verify --format json " + quote(file("format.json", R"({"format": "x"})").string())));
 }
 
-TEST_F(CliTest, MissingFileIsInternal) {
+// A path naming no plan is the user's mistake: invalid input (issue 26).
+TEST_F(CliTest, MissingFileIsInvalid) {
   CliResult r = run("verify --format json " + quote((dir_ / "does-not-exist.json").string()));
-  EXPECT_EQ(r.code, 4) << r.out << r.err;
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.out;
-  EXPECT_EQ(j["verdict"], "internal-error");
+  EXPECT_EQ(j["verdict"], "invalid");
   EXPECT_FALSE(j["error"]["message"].get<std::string>().empty());
 }
 
@@ -206,7 +207,7 @@ TEST_F(CliTest, SeveralPlansExitWithTheMostSevereVerdict) {
   EXPECT_EQ(run("verify " + good + " " + good).code, 0);
   EXPECT_EQ(run("verify " + good + " " + bug).code, 1);
   EXPECT_EQ(run("verify " + bug + " " + empty + " " + good).code, 2);
-  EXPECT_EQ(run("verify " + empty + " " + missing + " " + bug).code, 4);
+  EXPECT_EQ(run("verify " + empty + " " + missing + " " + bug).code, 2);
 
   CliResult r = run("verify --format json " + good + " " + bug);
   EXPECT_EQ(r.code, 1);

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <functional>
 
+#include "engine/core/did_you_mean.h"
 #include "engine/core/rational.h"
 #include "engine/format/v1/plan_validation.h"
 
@@ -124,9 +125,9 @@ void check_keys(const Node& obj, std::initializer_list<std::string_view> allowed
     if (std::find(allowed.begin(), allowed.end(), v.keys[i].name) != allowed.end()) continue;
     std::string list;
     for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + quoted(a);
-    obj.fail_at_key(
-        i, "unknown-key",
-        "unknown key " + quoted(v.keys[i].name) + " in " + what.str() + " (allowed: " + list + ")");
+    obj.fail_at_key(i, "unknown-key",
+                    "unknown key " + quoted(v.keys[i].name) + " in " + what.str() +
+                        " (allowed: " + list + ")" + did_you_mean(v.keys[i].name, allowed));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "engine/core/did_you_mean.h"
 #include "engine/format/v1/plan_validation.h"
 #include "engine/ops/op_registry.h"
 
@@ -291,7 +292,9 @@ class GraphReader {
     op.op = expect_string(kind, [&] { return what() + " \"op\""; });
     const OpDef* def = OpRegistry::instance().find(op.op);
     defs_.push_back(def);
-    if (!def) kind.fail("unknown-op", what() + ": unknown operator " + quoted(op.op));
+    if (!def)
+      kind.fail("unknown-op", what() + ": unknown operator " + quoted(op.op) +
+                                  did_you_mean(op.op, OpRegistry::instance().names()));
     if (def->collective() && !g_.parallel)
       kind.fail("collective-in-logical", what() + ": " + op.op +
                                              " is a collective; collectives belong to the "

@@ -1,0 +1,26 @@
+# Writes the man page shardproof.1 from the tool's own help texts (the same
+# text as --help, so the two cannot drift): cmake -DBIN=... -DOUT=... -P this.
+execute_process(COMMAND ${BIN} version OUTPUT_VARIABLE version OUTPUT_STRIP_TRAILING_WHITESPACE)
+string(REGEX REPLACE "\n.*" "" version "${version}")
+set(commands "" verify plan capture eval config "daemon start" "daemon run" "daemon stop"
+    "daemon restart" "daemon status" "daemon cancel" "cache stats" "cache gc" "cache clear"
+    "hooks install" "hooks uninstall" "hooks run" "hooks affected" version)
+set(page ".TH SHARDPROOF 1 \"\" \"${version}\" \"User Commands\"\n")
+string(APPEND page ".SH NAME\nshardproof \\- prove a distributed training plan computes what the single-device model computes\n")
+foreach(command IN LISTS commands)
+  separate_arguments(words UNIX_COMMAND "${command}")
+  execute_process(COMMAND ${BIN} help ${words} OUTPUT_VARIABLE text RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "shardproof help ${command} failed")
+  endif()
+  string(REPLACE "\\" "\\\\" text "${text}")
+  string(REGEX REPLACE "(^|\n)([.'])" "\\1\\\\&\\2" text "${text}")
+  if(command STREQUAL "")
+    string(APPEND page ".SH SYNOPSIS\n.nf\n${text}.fi\n.SH COMMANDS\n")
+  else()
+    string(APPEND page ".SS shardproof ${command}\n.nf\n${text}.fi\n")
+  endif()
+endforeach()
+string(APPEND page ".SH EXIT STATUS\n0 equivalent, 1 not equivalent, 2 invalid input or usage, 3 unknown, 4 internal error.\n")
+string(APPEND page ".SH SEE ALSO\nThe full documentation: docs/cli.md (installed under share/doc/shardproof).\n")
+file(WRITE ${OUT} "${page}")
