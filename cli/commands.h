@@ -30,6 +30,8 @@ struct VerifyArgs {
   bool no_cache = false;   // in process, no cache
   bool classes = false;    // compact plans per coordinate class, even when small
   std::string mesh;        // harness arguments (.py): mesh sizes, e.g. "dp=2,tp=4"
+  // --output FORMAT=FILE: the same reports, also written there.
+  std::vector<std::string> outputs;
 };
 CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args);
 int run_verify(const VerifyArgs& args);
