@@ -83,6 +83,23 @@ void default_warn(const std::string& message) {
   std::cerr << "shardproof: warning: " << message << "\n";
 }
 
+// The counters kept in the meta table, by name, with values to add.
+std::vector<std::pair<const char*, uint64_t>> counter_values(uint64_t hits, uint64_t misses,
+                                                             uint64_t errors, uint64_t lookup_us,
+                                                             const RemoteCounters& r) {
+  return {{"hits", hits},
+          {"misses", misses},
+          {"errors", errors},
+          {"lookup_us", lookup_us},
+          {"remote_hits", r.hits},
+          {"remote_misses", r.misses},
+          {"remote_rejected", r.rejected},
+          {"remote_errors", r.errors},
+          {"remote_writes", r.writes},
+          {"remote_requests", r.requests},
+          {"remote_latency_us", r.latency_us}};
+}
+
 // How long the probe of a store may take before the store is given up.
 constexpr int kProbeTimeoutMs = 30'000;
 
@@ -220,8 +237,13 @@ std::unique_ptr<VerdictCache> VerdictCache::open(const CacheOptions& options, St
         warn("the verdict cache at " + path +
              " was written under another key (copied from another user, machine or job?); its " +
              a.foreign + " are not trusted and were dropped: they will be re-proved");
-      return std::unique_ptr<VerdictCache>(
+      std::unique_ptr<VerdictCache> cache(
           new VerdictCache(options, path, std::move(a.env), a.entries, a.used, a.meta, *key));
+      std::string problem;
+      RemoteSettings remote = options.remote ? *options.remote : remote_settings_from_env(&problem);
+      if (!problem.empty()) warn(problem);
+      cache->remote_ = RemoteStore::open(remote, warn);
+      return cache;
     }
     if (a.result == LmdbEnv::Opened::Broken && attempt == 0) {
       move_aside(path);
@@ -257,6 +279,7 @@ void VerdictCache::warn(const std::string& message) {
 }
 
 void VerdictCache::note_error(const char* what, int rc) {
+  ++pending_errors_;
   if (is_broken_store_error(rc)) {
     if (broken_.exchange(true)) return;
     // Next open moves it aside; until then this process stops using it.
@@ -275,13 +298,14 @@ std::optional<std::string> VerdictCache::get(EntryKind kind, const std::string& 
                                              const std::string& digest_hex) {
   std::optional<std::string> key = make_key(kind, key_hex);
   std::optional<Hash128> digest = parse_hash128(digest_hex);
-  if (broken_ || !key || !digest) {
+  if (!key || !digest) {
     ++pending_misses_;
     return std::nullopt;
   }
   std::optional<std::string> payload;
   bool damaged = false;
-  int rc = env_->read([&](MDB_txn* txn) {
+  auto start = std::chrono::steady_clock::now();
+  int rc = broken_ ? MDB_NOTFOUND : env_->read([&](MDB_txn* txn) {
     MDB_val k = val(*key), v;
     int rc = mdb_get(txn, entries_, &k, &v);
     if (rc != 0) return rc;
@@ -296,6 +320,9 @@ std::optional<std::string> VerdictCache::get(EntryKind kind, const std::string& 
     payload = std::move(record->payload);
     return 0;
   });
+  pending_lookup_us_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                  std::chrono::steady_clock::now() - start)
+                                                  .count());
   if (rc != 0 && rc != MDB_NOTFOUND) note_error("be read", rc);
   if (!payload) {
     ++pending_misses_;
@@ -303,7 +330,13 @@ std::optional<std::string> VerdictCache::get(EntryKind kind, const std::string& 
       std::lock_guard<std::mutex> lock(pending_mutex_);
       pending_drop_.insert(*key);
     }
-    return std::nullopt;
+    // Read-through: a record the team proved is copied here (it replaces a
+    // damaged one), so the next lookup stays local.
+    if (!remote_) return std::nullopt;
+    std::optional<Record> shared = remote_->get(*key, *digest);
+    if (!shared) return std::nullopt;
+    put_local(*key, *shared);
+    return std::move(shared->payload);
   }
   ++pending_hits_;
   std::lock_guard<std::mutex> lock(pending_mutex_);
@@ -315,14 +348,22 @@ void VerdictCache::put(EntryKind kind, const std::string& key_hex, const std::st
                        const std::string& payload, double solve_seconds) {
   std::optional<std::string> key = make_key(kind, key_hex);
   std::optional<Hash128> digest = parse_hash128(digest_hex);
-  if (broken_ || !key || !digest) return;
+  if (!key || !digest) return;
+  Record record{*digest, now_ms(), solve_seconds, payload};
+  put_local(*key, record);
+  if (remote_) remote_->put(*key, record);  // write-back: the team need not prove it again
+}
+
+void VerdictCache::put_local(const std::string& key_bytes, const Record& fields) {
+  if (broken_) return;
+  const std::string* key = &key_bytes;
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     pending_drop_.erase(*key);  // the new record replaces a damaged one
     pending_used_.erase(*key);
   }
-  uint64_t now = now_ms();
-  std::string record = encode_record(Record{*digest, now, solve_seconds, payload}, key_, *key);
+  uint64_t now = now_ms();  // used now, whenever it was stored
+  std::string record = encode_record(fields, key_, *key);
   uint64_t total = 0;
   auto body = [&](MDB_txn* txn) {
     MDB_val k = val(*key), old;
@@ -434,7 +475,11 @@ void VerdictCache::flush() {
     drop.swap(pending_drop_);
   }
   uint64_t hits = pending_hits_.exchange(0), misses = pending_misses_.exchange(0);
-  if (used.empty() && drop.empty() && hits == 0 && misses == 0) return;
+  uint64_t errors = pending_errors_.exchange(0), lookup_us = pending_lookup_us_.exchange(0);
+  RemoteCounters r = remote_ ? remote_->take_counters() : RemoteCounters{};
+  if (used.empty() && drop.empty() && hits == 0 && misses == 0 && errors == 0 && r.requests == 0 &&
+      r.errors == 0)
+    return;
   int rc = env_->write([&](MDB_txn* txn) {
     int rc = 0;
     for (const auto& [key, time] : used) {
@@ -451,8 +496,9 @@ void VerdictCache::flush() {
       mdb_del(txn, used_, &k, nullptr);
     }
     if ((rc = write_u64(txn, meta_, "bytes", bytes)) != 0) return rc;
-    if ((rc = write_u64(txn, meta_, "hits", read_u64(txn, meta_, "hits") + hits)) != 0) return rc;
-    return write_u64(txn, meta_, "misses", read_u64(txn, meta_, "misses") + misses);
+    for (const auto& [name, add] : counter_values(hits, misses, errors, lookup_us, r))
+      if ((rc = write_u64(txn, meta_, name, read_u64(txn, meta_, name) + add)) != 0) return rc;
+    return 0;
   });
   if (rc != 0) note_error("record use times", rc);
   env_->sync();
@@ -469,6 +515,10 @@ Status VerdictCache::stats(CacheStats* out) {
   CacheStats s;
   s.path = path_;
   s.max_bytes = options_.max_bytes;
+  if (remote_) {
+    s.remote_url = remote_->url();
+    s.remote_writable = remote_->writable();
+  }
   int rc = env_->read([&](MDB_txn* txn) {
     MDB_cursor* cursor = nullptr;
     int rc = mdb_cursor_open(txn, entries_, &cursor);
@@ -487,6 +537,17 @@ Status VerdictCache::stats(CacheStats* out) {
     s.bytes = read_u64(txn, meta_, "bytes");
     s.hits = read_u64(txn, meta_, "hits");
     s.misses = read_u64(txn, meta_, "misses");
+    s.errors = read_u64(txn, meta_, "errors");
+    s.lookup_us = read_u64(txn, meta_, "lookup_us");
+    RemoteCounters& r = s.remote;
+    for (auto [name, field] : {std::pair{"remote_hits", &r.hits},
+                               {"remote_misses", &r.misses},
+                               {"remote_rejected", &r.rejected},
+                               {"remote_errors", &r.errors},
+                               {"remote_writes", &r.writes},
+                               {"remote_requests", &r.requests},
+                               {"remote_latency_us", &r.latency_us}})
+      *field = read_u64(txn, meta_, name);
     return 0;
   });
   if (rc != 0)
@@ -523,11 +584,15 @@ Status VerdictCache::clear() {
   }
   pending_hits_ = 0;
   pending_misses_ = 0;
+  pending_errors_ = 0;
+  pending_lookup_us_ = 0;
+  if (remote_) remote_->take_counters();
   int rc = env_->write([&](MDB_txn* txn) {
     int rc = mdb_drop(txn, entries_, 0);
     if (rc == 0) rc = mdb_drop(txn, used_, 0);
-    for (const char* counter : {"bytes", "hits", "misses"})
-      if (rc == 0) rc = write_u64(txn, meta_, counter, 0);
+    if (rc == 0) rc = write_u64(txn, meta_, "bytes", 0);
+    for (const auto& [name, zero] : counter_values(0, 0, 0, 0, RemoteCounters{}))
+      if (rc == 0) rc = write_u64(txn, meta_, name, zero);
     return rc;
   });
   if (rc != 0)

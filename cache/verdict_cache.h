@@ -18,6 +18,8 @@
 
 #include "cache/cache_key.h"
 #include "cache/lmdb_env.h"
+#include "cache/record.h"
+#include "cache/remote_store.h"
 #include "engine/core/status.h"
 
 namespace shardproof::cache {
@@ -38,6 +40,9 @@ struct CacheOptions {
   std::string key_file;
   // Where warnings go (a store moved aside, a write that failed); default stderr.
   std::function<void(const std::string&)> warn;
+  // The shared tier behind this store (remote_store.h); nullopt: from the
+  // environment (remote_settings_from_env), an empty url: none.
+  std::optional<RemoteSettings> remote;
 };
 
 struct CacheStats {
@@ -48,6 +53,13 @@ struct CacheStats {
   uint64_t file_bytes = 0;  // the data file on disk (LMDB never shrinks it)
   uint64_t max_bytes = 0;
   uint64_t hits = 0, misses = 0;  // lookups since the store was created or cleared
+  uint64_t errors = 0;            // reads and writes of the store that failed
+  uint64_t lookup_us = 0;         // time spent in lookups of the store
+  // The remote tier: its address (empty: none), and what it did for the
+  // processes that used this store since it was created or cleared.
+  std::string remote_url;
+  bool remote_writable = false;
+  RemoteCounters remote;
 
   int64_t entries() const { return stage_entries + plan_entries; }
   double hit_rate() const {
@@ -97,11 +109,15 @@ class VerdictCache {
 
   const std::string& path() const { return path_; }
   uint64_t max_bytes() const { return options_.max_bytes; }
+  // The remote tier, or null.
+  RemoteStore* remote() { return remote_.get(); }
 
  private:
   VerdictCache(const CacheOptions& options, std::string path, std::unique_ptr<LmdbEnv> env,
                MDB_dbi entries, MDB_dbi used, MDB_dbi meta, const MacKey& key);
   void warn(const std::string& message);
+  // Stores a record in this machine's store only. `key`: kind and hash.
+  void put_local(const std::string& key, const Record& record);
   void note_error(const char* what, int rc);
   // Evicts least recently used entries (and those older than `min_used`)
   // until at most `target` bytes remain. Runs inside one write transaction.
@@ -119,6 +135,8 @@ class VerdictCache {
   std::unordered_map<std::string, uint64_t> pending_used_;
   std::unordered_set<std::string> pending_drop_;  // damaged records found by get()
   std::atomic<uint64_t> pending_hits_{0}, pending_misses_{0};
+  std::atomic<uint64_t> pending_errors_{0}, pending_lookup_us_{0};
+  std::unique_ptr<RemoteStore> remote_;
   std::atomic<bool> broken_{false};  // the file failed mid-run: stop using it
   std::once_flag write_warning_;
 };

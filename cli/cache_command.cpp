@@ -17,9 +17,51 @@ int fail(const std::string& message, int code = kExitInternal) {
   return code;
 }
 
+double mean_ms(uint64_t total_us, uint64_t count) {
+  return count == 0 ? 0.0 : static_cast<double>(total_us) / 1000.0 / static_cast<double>(count);
+}
+
+std::string ms_text(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f ms", ms);
+  return buf;
+}
+
+// The remote tier's counters, and whether it answers now.
+struct RemoteView {
+  bool reachable = false;
+  long long keys = 0;
+  double ping_ms = 0;
+  std::string why;
+};
+
+nlohmann::ordered_json remote_json(const cache::CacheStats& s, const RemoteView& v) {
+  const cache::RemoteCounters& r = s.remote;
+  nlohmann::ordered_json out = {{"url", s.remote_url},
+                                {"mode", s.remote_writable ? "read-write" : "read-only"},
+                                {"reachable", v.reachable}};
+  if (v.reachable) {
+    out["keys"] = v.keys;
+    out["ping_ms"] = v.ping_ms;
+  } else {
+    out["error"] = v.why;
+  }
+  out.update({{"hits", r.hits},
+              {"misses", r.misses},
+              {"rejected", r.rejected},
+              {"errors", r.errors},
+              {"writes", r.writes},
+              {"requests", r.requests},
+              {"mean_latency_ms", mean_ms(r.latency_us, r.requests)}});
+  return out;
+}
+
 int stats(cache::VerdictCache& c, const CacheArgs& args) {
   cache::CacheStats s;
   if (Status st = c.stats(&s); !st.ok()) return fail(st.message());
+  RemoteView view;
+  if (c.remote()) view.reachable = c.remote()->probe(&view.keys, &view.ping_ms, &view.why);
+  const double lookup_ms = mean_ms(s.lookup_us, s.hits + s.misses);
   if (args.format == "json") {
     nlohmann::ordered_json out = {{"path", s.path},
                                   {"entries", s.entries()},
@@ -30,7 +72,10 @@ int stats(cache::VerdictCache& c, const CacheArgs& args) {
                                   {"max_bytes", s.max_bytes},
                                   {"hits", s.hits},
                                   {"misses", s.misses},
-                                  {"hit_rate", s.hit_rate()}};
+                                  {"hit_rate", s.hit_rate()},
+                                  {"errors", s.errors},
+                                  {"mean_lookup_ms", lookup_ms}};
+    out["remote"] = c.remote() ? remote_json(s, view) : nlohmann::ordered_json(nullptr);
     std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
@@ -43,7 +88,21 @@ int stats(cache::VerdictCache& c, const CacheArgs& args) {
             << cache::format_bytes(s.max_bytes) << " (file " << cache::format_bytes(s.file_bytes)
             << ")\n"
             << "lookups: " << s.hits << " hits, " << s.misses << " misses (hit rate " << rate
-            << ")\n";
+            << "), " << s.errors << " errors, mean " << ms_text(lookup_ms) << "\n";
+  if (!c.remote()) {
+    std::cout << "remote: none (SHARDPROOF_REMOTE_CACHE)\n";
+    return kExitOk;
+  }
+  const cache::RemoteCounters& r = s.remote;
+  std::cout << "remote: " << s.remote_url << " ("
+            << (s.remote_writable ? "read-write" : "read-only") << "), ";
+  if (view.reachable)
+    std::cout << view.keys << " keys, answers in " << ms_text(view.ping_ms) << "\n";
+  else
+    std::cout << "not reachable: " << view.why << "\n";
+  std::cout << "remote lookups: " << r.hits << " hits, " << r.misses << " misses, " << r.rejected
+            << " rejected (failed authentication), " << r.errors << " errors, " << r.writes
+            << " writes, mean " << ms_text(mean_ms(r.latency_us, r.requests)) << "\n";
   return kExitOk;
 }
 

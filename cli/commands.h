@@ -40,6 +40,8 @@ struct VerifyArgs {
   std::map<std::string, std::string> setting_flags;
   bool block_unknown = true;
   std::string infer_claims = claim_inference_name(VerifyOptions{}.infer_claims);
+  // --output FORMAT=FILE: the same reports, also written there.
+  std::vector<std::string> outputs;
 };
 CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args);
 int run_verify(const VerifyArgs& args);

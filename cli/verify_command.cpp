@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <mutex>
@@ -113,6 +115,64 @@ std::string summary_line(const std::vector<LocatedReport>& reports) {
   return out;
 }
 
+const char* const kFormats[] = {"text", "json", "github", "junit", "sarif"};
+
+// Every report in one format, whole (what stdout shows for a batch).
+std::string render(const std::string& format, const std::vector<LocatedReport>& reports) {
+  if (format == "junit") return render_junit(reports);
+  if (format == "sarif") return render_sarif(reports);
+  std::string out;
+  if (format == "json") {
+    nlohmann::ordered_json j;
+    if (reports.size() == 1) {
+      j = in_schema_order(report_to_json(reports.front().report));
+    } else {
+      j = nlohmann::ordered_json::array();
+      for (const LocatedReport& r : reports) j.push_back(in_schema_order(report_to_json(r.report)));
+    }
+    // Messages may quote bytes of a garbage input; invalid UTF-8 is replaced
+    // (U+FFFD) rather than thrown, so the report is always valid JSON.
+    return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  }
+  for (const LocatedReport& r : reports) {
+    if (format == "github") {
+      out += render_github(r);
+    } else {
+      if (!out.empty()) out += "\n";
+      out += report_to_text(r.report);
+    }
+  }
+  if (reports.size() > 1 && format != "github")
+    out += (format == "text" ? "\n" : "") + summary_line(reports) + "\n";
+  return out;
+}
+
+// FORMAT=FILE, FORMAT one of kFormats and FILE not empty.
+std::string check_output_spec(const std::string& spec) {
+  size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq + 1 == spec.size())
+    return "expected FORMAT=FILE, e.g. sarif=results.sarif";
+  std::string format = spec.substr(0, eq);
+  for (const char* f : kFormats)
+    if (format == f) return "";
+  return "unknown format \"" + format + "\" (text, json, github, junit or sarif)";
+}
+
+// Written beside and then renamed over FILE: a reader never sees half a report.
+bool write_output(const std::string& spec, const std::vector<LocatedReport>& reports) {
+  size_t eq = spec.find('=');
+  std::string path = spec.substr(eq + 1), tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << render(spec.substr(0, eq), reports);
+    out.close();
+    if (out && std::rename(tmp.c_str(), path.c_str()) == 0) return true;
+  }
+  std::cerr << "shardproof verify: cannot write " << path << ": " << std::strerror(errno) << "\n";
+  std::remove(tmp.c_str());
+  return false;
+}
+
 }  // namespace
 
 CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
@@ -130,6 +190,12 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
                   "sarif (2.1.0)")
       ->check(CLI::IsMember({"text", "json", "github", "junit", "sarif"}))
       ->capture_default_str();
+  cmd->add_option("--output", args.outputs,
+                  "Also write the reports to FILE in FORMAT, FORMAT=FILE (repeatable; e.g. "
+                  "--output sarif=results.sarif --output junit=junit.xml): one verification, "
+                  "several outputs")
+      ->allow_extra_args(false)
+      ->check(CLI::Validator(check_output_spec, "FORMAT=FILE"));
   add_setting_flags(cmd, {"jobs", "rlimit", "timeout_ms", "unknown"}, args.setting_flags);
   cmd->add_option("--infer-claims", args.infer_claims,
                   "Propose claims on unclaimed intermediates by matching values, each proven "
@@ -165,7 +231,9 @@ int run_verify(const VerifyArgs& given) {
   ProgressLine progress(!args.quiet && isatty(STDERR_FILENO));
 
   // Annotations name lines: github and sarif look findings up in the plan.
-  const bool locate = args.format == "github" || args.format == "sarif";
+  bool locate = args.format == "github" || args.format == "sarif";
+  for (const std::string& spec : args.outputs)
+    locate = locate || spec.rfind("github=", 0) == 0 || spec.rfind("sarif=", 0) == 0;
   PlanVerifier verifier(args);
   std::vector<LocatedReport> reports;
   Verdict worst = Verdict::Equivalent;
@@ -189,27 +257,15 @@ int run_verify(const VerifyArgs& given) {
     }
   }
 
-  if (args.format == "json") {
-    nlohmann::ordered_json out;
-    if (reports.size() == 1) {
-      out = in_schema_order(report_to_json(reports.front().report));
-    } else {
-      out = nlohmann::ordered_json::array();
-      for (const LocatedReport& r : reports)
-        out.push_back(in_schema_order(report_to_json(r.report)));
-    }
-    // Messages may quote bytes of a garbage input; invalid UTF-8 is replaced
-    // (U+FFFD) rather than thrown, so the report is always valid JSON.
-    std::cout << out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
-  } else if (args.format == "junit") {
-    std::cout << render_junit(reports);
-  } else if (args.format == "sarif") {
-    std::cout << render_sarif(reports);
+  if (args.format == "json" || args.format == "junit" || args.format == "sarif") {
+    std::cout << render(args.format, reports);
   } else if (reports.size() > 1) {
     std::cout << (args.format == "text" ? "\n" : "") << summary_line(reports) << "\n";
   }
+  bool written = true;
+  for (const std::string& spec : args.outputs) written = write_output(spec, reports) && written;
   std::cout.flush();
-  if (!std::cout) return kExitInternal;  // stdout closed: the answer was lost
+  if (!std::cout || !written) return kExitInternal;  // the answer was lost
   if (worst == Verdict::Unknown && !args.block_unknown) {
     std::cerr << "shardproof: warning: undecided (unknown) plans let through: \"unknown\" is "
                  "\"warn\" ("
