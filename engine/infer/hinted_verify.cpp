@@ -15,41 +15,15 @@ using Clock = std::chrono::steady_clock;
 // Rounds of withdrawal before giving the proposals up altogether.
 constexpr int kMaxRounds = 4;
 
-// The logical tensors of the proposals a finding involves: proposals on the
-// finding's parallel tensors; when there are none (a claim of the plan's own
-// failed), those its stage reads (walking the parallel graph back from them
-// to the nearest claimed tensors).
-std::set<int> involved_families(const Plan& hinted, const std::vector<char>& proposed,
-                                const Finding& f) {
-  const Graph& g = hinted.parallel;
+// The logical tensors of the proposals among a finding's claiming tensors:
+// proposals whose own stage was refuted or left undecided.
+std::set<int> failed_families(const Plan& hinted, const std::vector<char>& proposed,
+                              const Finding& f) {
   std::set<int> families;
-  std::vector<int> stack;
-  std::vector<char> seen(g.tensors.size(), 0);
   for (const std::string& name : f.parallel_tensors) {
-    const int t = g.find(name);
-    if (t < 0) continue;
-    if (proposed[static_cast<size_t>(t)])
-      families.insert(g.tensors[static_cast<size_t>(t)].of->logical);
-    stack.push_back(t);
-    seen[static_cast<size_t>(t)] = 1;
-  }
-  // A failing proposal goes first; what its stage read may be fine.
-  if (!families.empty()) return families;
-  while (!stack.empty()) {
-    const int t = stack.back();
-    stack.pop_back();
-    const int op = g.producer[static_cast<size_t>(t)];
-    if (op < 0) continue;
-    for (int in : g.ops[static_cast<size_t>(op)].in) {
-      if (seen[static_cast<size_t>(in)]) continue;
-      seen[static_cast<size_t>(in)] = 1;
-      const TensorDecl& d = g.tensors[static_cast<size_t>(in)];
-      if (d.of) {
-        if (proposed[static_cast<size_t>(in)]) families.insert(d.of->logical);
-        continue;  // a claim: the stage's boundary
-      }
-      stack.push_back(in);
-    }
+    const int t = hinted.parallel.find(name);
+    if (t >= 0 && proposed[static_cast<size_t>(t)])
+      families.insert(hinted.parallel.tensors[static_cast<size_t>(t)].of->logical);
   }
   return families;
 }
@@ -95,7 +69,7 @@ Report verify_with_proposals(const Plan& plan, const VerifyOptions& options,
     if (report.verdict == Verdict::InternalError) break;
     std::set<int> withdraw;
     for (const Finding& f : report.findings)
-      for (int family : involved_families(hinted, proposed, f)) withdraw.insert(family);
+      for (int family : failed_families(hinted, proposed, f)) withdraw.insert(family);
     if (withdraw.empty()) {
       if (record) *record = StageRecord{};
       report.stats.inferred_claims = proposed_count;

@@ -1,15 +1,16 @@
 // Verifying an expanded plan with inferred claims (claim_inference.h).
 //
-// The plan is verified with the proposed claims added. A proposed claim is
-// *withdrawn*, with every other proposal on the same logical tensor (its
-// family), when a finding involves it: its own stage is refuted or
-// undecided, or the failing stage of a claim of the plan's own reads it. The plan is then cut
-// again without them and verified again, until no finding involves a
-// proposal. So every finding reported is one the plan as written has at the
-// same stage boundaries of its own claims, and an equivalent verdict rests on
-// proofs of every stage, the proposals' included: a proven claim is a claim
-// like any other (composition, docs/design.md). Proposals never decide a
-// verdict; they only choose where the plan is cut.
+// The plan is verified with the proposed claims added. A proposal whose own
+// stage is refuted or undecided is *withdrawn*, with every other proposal on
+// the same logical tensor (its family); the plan is cut again without them
+// and verified again (stages no withdrawal touched keep their outcome),
+// until no finding is a proposal's. Each round re-decides every stage, so
+// the last round's stages are proven or refuted with exactly the claims of
+// that round, each of which is either the plan's own or proven in it: an
+// equivalent verdict is a composition of proofs (docs/design.md), and a
+// finding is one on a claim of the plan's own, at a stage whose inputs are
+// the plan's claims or proven ones. Proposals never decide a verdict; they
+// only choose where the plan is cut.
 #pragma once
 
 #include <vector>
