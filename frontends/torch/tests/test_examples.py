@@ -97,3 +97,22 @@ def test_mlp_tensor_parallel_verdicts(bug, tmp_path, shardproof_bin):
         assert (rc, report["verdict"]) == (0, "equivalent"), report
     else:
         assert (rc, report["verdict"]) == (1, "not-equivalent"), report
+
+
+@pytest.mark.parametrize("bug", [None, "no-ddp-average", "no-backward-allreduce"])
+def test_mlp_data_and_tensor_parallel_verdicts_through_inferred_claims(bug, tmp_path,
+                                                                       shardproof_bin):
+    # Without inferred claims a dp > 1 weight gradient is one stage holding every rank's whole
+    # forward and backward, which Z3 does not decide; with them every stage is an op deep.
+    rc, report = verify(shardproof_bin, capture("mlp", tmp_path, "dp=2,tp=2", bug))
+    stats = report["stats"]
+    assert stats["inferred_claims"] > 0, report
+    if bug is None:
+        assert (rc, report["verdict"]) == (0, "equivalent"), report
+        assert stats["inferred_kept"] == stats["inferred_claims"], report
+    else:
+        assert (rc, report["verdict"]) == (1, "not-equivalent"), report
+        # the finding is on a claim of the plan's own, never on a proposal, at the user's line
+        first = report["findings"][0]
+        assert first["tensor"].startswith("grad:"), first
+        assert any(s["file"].endswith("megatron_layers.py") for s in first["sources"]), first
