@@ -22,7 +22,7 @@ packages=(
   git   # the pre-commit hook and its tests (tests/hooks_e2e.sh)
   # The PyTorch front end (frontends/torch) and its tests, for Debian's
   # /usr/bin/python3; also runs tests/layering_test.py.
-  python3 python3-torch python3-numpy python3-pytest
+  python3 python3-torch python3-numpy python3-pytest python3-jsonschema
 )
 
 missing=()
