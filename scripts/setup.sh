@@ -17,6 +17,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libgtest-dev googletest
   time  # GNU time: peak memory in bench/run.sh
   git   # the pre-commit hook and its tests (tests/hooks_e2e.sh)
+  python3  # tests/layering_test.py (ctest: layering)
 )
 
 missing=()
