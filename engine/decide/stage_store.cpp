@@ -1,6 +1,5 @@
 #include "engine/decide/stage_store.h"
 
-#include <cstdio>
 #include <utility>
 
 namespace shardproof {
