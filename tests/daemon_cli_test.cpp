@@ -273,6 +273,19 @@ TEST_F(DaemonTest, KilledMidVerifyThenTheNextVerifyAnswersTheSame) {
   ASSERT_EQ(kill(s["pid"].get<int>(), SIGKILL), 0);
   for (json m = client.read(); !m.is_discarded(); m = client.read())
     ASSERT_EQ(m["type"], "progress") << "the daemon finished before it was killed";
+  // Our connection closes while the kernel is still tearing the process
+  // down, its listening socket possibly still open: wait until it is gone
+  // (or a zombie), as a user who runs verify after the kill would be.
+  const std::string proc = "/proc/" + std::to_string(s["pid"].get<int>()) + "/status";
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream status_file(proc);
+    std::string line;
+    bool gone = !status_file;
+    while (!gone && std::getline(status_file, line))
+      if (line.rfind("State:", 0) == 0) gone = line.find('Z') != std::string::npos;
+    if (gone) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 
   CliRun after = verify(p);
   ASSERT_EQ(after.code, 1) << after.err;
