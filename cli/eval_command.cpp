@@ -22,8 +22,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "engine/ops/op_registry.h"
 #include "engine/format/plan_parser.h"
+#include "engine/ops/graph_eval.h"
 
 namespace shardproof::cli {
 namespace {
@@ -45,7 +45,9 @@ struct EvalFailure : std::runtime_error {
 const double kSqrt2 = std::sqrt(2.0);
 const double kPi = std::acos(-1.0);
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 double gelu_tanh_inner(double x) {
   return std::sqrt(2.0 / kPi) * (x + 0.044715 * x * x * x);
 }
@@ -187,26 +189,7 @@ int run_eval() {
       for (Rational& r : tensor.data) r = alg.constant(r, tensor.cls);
       env[static_cast<size_t>(t)] = std::move(tensor);
     }
-    const OpRegistry& registry = OpRegistry::instance();
-    for (int index : g.topo_order) {
-      const Op& op = g.ops[static_cast<size_t>(index)];
-      OpCall call;
-      call.op = op.op;
-      call.attrs = op.attrs;
-      call.group = op.group;
-      std::vector<Tensor<Rational>> ins;
-      for (int t : op.in) {
-        ins.push_back(*env[static_cast<size_t>(t)]);
-        call.full_in_shapes.push_back(g.tensors[static_cast<size_t>(t)].shape);
-      }
-      for (int t : op.out) {
-        call.out_shapes.push_back(g.tensors[static_cast<size_t>(t)].shape);
-        call.out_dtypes.push_back(g.tensors[static_cast<size_t>(t)].dtype);
-      }
-      std::vector<Tensor<Rational>> outs = registry.find(op.op)->eval(alg, call, ins);
-      for (size_t k = 0; k < op.out.size(); ++k)
-        env[static_cast<size_t>(op.out[k])] = std::move(outs[k]);
-    }
+    run_graph(alg, g, env);
   } catch (const EvalFailure& e) {
     std::cerr << "shardproof eval: " << e.what() << "\n";
     return kExitUsage;
@@ -217,7 +200,8 @@ int run_eval() {
   nlohmann::json out = nlohmann::json::object();
   nlohmann::json outputs = nlohmann::json::object();
   for (int t : g.outputs)
-    outputs[g.tensors[static_cast<size_t>(t)].name] = to_json(*env[static_cast<size_t>(t)], args.exact);
+    outputs[g.tensors[static_cast<size_t>(t)].name] =
+        to_json(*env[static_cast<size_t>(t)], args.exact);
   out["outputs"] = outputs;
   if (args.all_tensors) {
     nlohmann::json all = nlohmann::json::object();
@@ -233,8 +217,9 @@ int run_eval() {
 
 CLI::App* add_eval_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
-      "eval", "Run one graph of a plan in the engine's concrete interpreter; print outputs "
-              "as JSON");
+      "eval",
+      "Run one graph of a plan in the engine's concrete interpreter; print outputs "
+      "as JSON");
   cmd->add_option("plan", g_args.plan, "plan file")->required();
   cmd->add_option("--graph", g_args.graph, "logical or parallel")
       ->check(CLI::IsMember({"logical", "parallel"}));
@@ -249,6 +234,8 @@ CLI::App* add_eval_command(CLI::App& app) {
   return cmd;
 }
 
-int run_eval_command() { return run_eval(); }
+int run_eval_command() {
+  return run_eval();
+}
 
 }  // namespace shardproof::cli

@@ -11,6 +11,7 @@
 #include "engine/core/tensor.h"
 #include "engine/infer/plan_values.h"
 #include "engine/ops/modular_algebra.h"
+#include "engine/stage/stage_eval.h"
 
 namespace shardproof::infer {
 namespace {
@@ -45,19 +46,17 @@ bool all_equal(const std::vector<uint64_t>& values) {
   return std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end();
 }
 
-// The elements of `whole` in the block at `block` of shape `shape`.
+// The block at grid coordinate `block` of blocks shaped `shape`.
+SliceSpec block_slice(const Shape& shape, const std::vector<int64_t>& block) {
+  SliceSpec slice;
+  for (size_t d = 0; d < shape.size(); ++d)
+    slice.emplace_back(block[d] * shape[d], (block[d] + 1) * shape[d]);
+  return slice;
+}
+
 std::vector<uint64_t> block_values(const Residues& whole, const Shape& shape,
                                    const std::vector<int64_t>& block) {
-  const int64_t n = element_count(shape);
-  std::vector<uint64_t> out;
-  out.reserve(static_cast<size_t>(n));
-  std::vector<int64_t> index(shape.size());
-  for (int64_t flat = 0; flat < n; ++flat) {
-    const std::vector<int64_t> local = unflatten(shape, flat);
-    for (size_t d = 0; d < shape.size(); ++d) index[d] = block[d] * shape[d] + local[d];
-    out.push_back(whole.at(index));
-  }
-  return out;
+  return slice_of(whole, block_slice(shape, block)).data;
 }
 
 bool divides(const Shape& part, const Shape& whole) {
@@ -174,8 +173,7 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
         claim.parallel = t;
         claim.of.tensor = ld.name;
         claim.of.logical = ref.logical;
-        for (size_t d = 0; d < shape.size(); ++d)
-          claim.of.slice.emplace_back(ref.block[d] * shape[d], (ref.block[d] + 1) * shape[d]);
+        claim.of.slice = block_slice(shape, ref.block);
         claim.of.scale_num = num;
         claim.of.scale_den = den;
         if (!best || preference(claim) < preference(*best)) best = std::move(claim);

@@ -4,8 +4,9 @@
 #include <random>
 #include <tuple>
 
+#include "engine/ops/graph_eval.h"
 #include "engine/ops/modular_algebra.h"
-#include "engine/ops/op_registry.h"
+#include "engine/stage/stage_eval.h"
 
 namespace shardproof::infer {
 namespace {
@@ -34,45 +35,6 @@ class Sampler {
   std::mt19937_64 rng_;
   int64_t int_bound_;
 };
-
-Residues slice_of(const Residues& whole, const SliceSpec& slice) {
-  Residues out;
-  out.cls = whole.cls;
-  for (const auto& [lo, hi] : slice) out.shape.push_back(hi - lo);
-  const int64_t n = element_count(out.shape);
-  out.data.reserve(static_cast<size_t>(n));
-  std::vector<int64_t> index(slice.size());
-  for (int64_t flat = 0; flat < n; ++flat) {
-    const std::vector<int64_t> local = unflatten(out.shape, flat);
-    for (size_t d = 0; d < slice.size(); ++d) index[d] = local[d] + slice[d].first;
-    out.data.push_back(whole.at(index));
-  }
-  return out;
-}
-
-void run_graph(ModularAlgebra& alg, const Graph& g, std::vector<std::optional<Residues>>& env) {
-  const OpRegistry& registry = OpRegistry::instance();
-  for (int index : g.topo_order) {
-    const Op& op = g.ops[static_cast<size_t>(index)];
-    OpCall call;
-    call.op = op.op;
-    call.attrs = op.attrs;
-    call.group = op.group;
-    std::vector<Residues> ins;
-    ins.reserve(op.in.size());
-    for (int t : op.in) {
-      ins.push_back(*env[static_cast<size_t>(t)]);
-      call.full_in_shapes.push_back(g.tensors[static_cast<size_t>(t)].shape);
-    }
-    for (int t : op.out) {
-      call.out_shapes.push_back(g.tensors[static_cast<size_t>(t)].shape);
-      call.out_dtypes.push_back(g.tensors[static_cast<size_t>(t)].dtype);
-    }
-    std::vector<Residues> outs = registry.find(op.op)->eval(alg, call, ins);
-    for (size_t k = 0; k < op.out.size(); ++k)
-      env[static_cast<size_t>(op.out[k])] = std::move(outs[k]);
-  }
-}
 
 }  // namespace
 

@@ -1,0 +1,43 @@
+// Runs every op of a graph, in topological order, on any algebra: the values
+// of its inputs in, every tensor's value out. `shardproof eval` (exact
+// rationals) and claim inference (residues) share it.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "engine/core/ir.h"
+#include "engine/core/tensor.h"
+#include "engine/ops/op_registry.h"
+
+namespace shardproof {
+
+// `env` holds a value for each input tensor index; every op's outputs are
+// filled in. Throws what the operators throw (EvalError outside the domain).
+template <class Alg>
+void run_graph(Alg& alg, const Graph& g,
+               std::vector<std::optional<Tensor<typename Alg::Value>>>& env) {
+  const OpRegistry& registry = OpRegistry::instance();
+  for (int index : g.topo_order) {
+    const Op& op = g.ops[static_cast<size_t>(index)];
+    OpCall call;
+    call.op = op.op;
+    call.attrs = op.attrs;
+    call.group = op.group;
+    std::vector<Tensor<typename Alg::Value>> ins;
+    ins.reserve(op.in.size());
+    for (int t : op.in) {
+      ins.push_back(*env[static_cast<size_t>(t)]);
+      call.full_in_shapes.push_back(g.tensors[static_cast<size_t>(t)].shape);
+    }
+    for (int t : op.out) {
+      call.out_shapes.push_back(g.tensors[static_cast<size_t>(t)].shape);
+      call.out_dtypes.push_back(g.tensors[static_cast<size_t>(t)].dtype);
+    }
+    auto outs = registry.find(op.op)->eval(alg, call, ins);
+    for (size_t k = 0; k < op.out.size(); ++k)
+      env[static_cast<size_t>(op.out[k])] = std::move(outs[k]);
+  }
+}
+
+}  // namespace shardproof
