@@ -12,6 +12,7 @@
 #include "engine/infer/claim_inference.h"
 #include "engine/infer/hinted_verify.h"
 #include "engine/ops/modular_algebra.h"
+#include "engine/stage/stage.h"
 #include "engine/verifier.h"
 #include "tests/test_support.h"
 
@@ -250,6 +251,65 @@ TEST(ClaimInference, AFalseProposalIsWithdrawnNotReported) {
   ASSERT_EQ(b.verdict, Verdict::NotEquivalent) << testing::explain(b);
   for (const Finding& f : b.findings) EXPECT_EQ(f.tensor, "w_new") << testing::explain(b);
   EXPECT_EQ(b.stats.inferred_kept, 0);
+}
+
+// A recomputation: the backward pass computes tanh(x) again (as layer norm's
+// and attention's decompositions recompute x - mean and the scores), in both
+// graphs. The twins hold equal values, so values cannot choose between them;
+// the cut can: each rank's twin claims the logical twin its consumer's
+// logical op reads, so every stage's logical cone is its own op.
+json recompute_plan() {
+  json lt = {{"x", tensor({8, 3})}, {"y", tensor({8, 3})},  {"c", tensor({8, 3})},
+             {"s", tensor({8, 3})}, {"c2", tensor({8, 3})}, {"g", tensor({8, 3})},
+             {"o", tensor({8, 3})}};
+  auto ops = [](const std::string& p) {
+    return json::array({{{"op", "tanh"}, {"in", {p + "x"}}, {"out", {p + "c"}}},
+                        {{"op", "mul"}, {"in", {p + "c", p + "c"}}, {"out", {p + "s"}}},
+                        {{"op", "tanh"}, {"in", {p + "x"}}, {"out", {p + "c2"}}},
+                        {{"op", "mul"}, {"in", {p + "c2", p + "y"}}, {"out", {p + "g"}}},
+                        {{"op", "add"}, {"in", {p + "s", p + "g"}}, {"out", {p + "o"}}}});
+  };
+  json logical = {{"tensors", lt}, {"inputs", {"x", "y"}}, {"ops", ops("")}, {"outputs", {"o"}}};
+  json tensors = json::object(), pops = json::array(), inputs = json::array(),
+       outputs = json::array();
+  for (int r = 0; r < 2; ++r) {
+    const std::string p = "r" + std::to_string(r) + ".";
+    const json rows = {{4 * r, 4 * r + 4}, {0, 3}};
+    for (const char* in : {"x", "y", "o"}) {
+      tensors[p + in] = tensor({4, 3}, r, {{"tensor", in}, {"slice", rows}});
+      if (std::string(in) != "o") inputs.push_back(p + in);
+    }
+    for (const char* t : {"c", "s", "c2", "g"}) tensors[p + t] = tensor({4, 3}, r);
+    outputs.push_back(p + "o");
+    for (json op : ops(p)) pops.push_back(op);
+  }
+  json parallel = {
+      {"world", 2}, {"tensors", tensors}, {"inputs", inputs}, {"ops", pops}, {"outputs", outputs}};
+  return {{"format", "shardproof-plan/1"},
+          {"name", "recompute"},
+          {"logical", logical},
+          {"parallel", parallel}};
+}
+
+TEST(ClaimInference, ARecomputedTwinClaimsTheTwinItsConsumersRead) {
+  const Plan plan = parse(recompute_plan(), "infer-recompute");
+  const std::map<std::string, std::string> got = described(plan, infer::infer_claims(plan).claims);
+  const std::map<std::string, std::string> want = {
+      {"r0.c", "c[0:4, 0:3]"}, {"r1.c", "c[4:8, 0:3]"},   {"r0.s", "s[0:4, 0:3]"},
+      {"r1.s", "s[4:8, 0:3]"}, {"r0.c2", "c2[0:4, 0:3]"}, {"r1.c2", "c2[4:8, 0:3]"},
+      {"r0.g", "g[0:4, 0:3]"}, {"r1.g", "g[4:8, 0:3]"}};
+  EXPECT_EQ(got, want);
+  // Every stage holds one logical op: no cone runs back through a twin.
+  const std::vector<Stage> stages =
+      build_stages(infer::with_claims(plan, infer::infer_claims(plan).claims));
+  for (const Stage& s : stages) {
+    int logical_ops = 0;
+    for (const StageOp& op : s.ops) logical_ops += op.parallel ? 0 : 1;
+    EXPECT_LE(logical_ops, 1) << s.title;
+  }
+  const Report r = verify_plan(plan, with_inference(ClaimInference::On));
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+  EXPECT_EQ(r.stats.inferred_kept, 8) << testing::explain(r);
 }
 
 }  // namespace

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <tuple>
 #include <unordered_map>
 
 #include <xxhash.h>
 
 #include "engine/core/tensor.h"
+#include "engine/infer/claim_choice.h"
 #include "engine/infer/plan_values.h"
 #include "engine/ops/modular_algebra.h"
 #include "engine/stage/stage_eval.h"
@@ -117,6 +117,8 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
     by_shape[d.shape].push_back(static_cast<int>(t));
   }
 
+  // Every matching block of every candidate tensor; choose_claims picks one.
+  std::vector<std::vector<InferredClaim>> candidates(plan.parallel.tensors.size());
   int64_t budget = limits.max_elements;
   for (const auto& [shape, members] : by_shape) {
     // Index every block of this shape in every logical real tensor.
@@ -146,14 +148,6 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
       uint64_t first = 0;
       const uint64_t key = scaled_fingerprint(pv, first);
       if (first == 0) continue;
-      // Of the matching blocks: an unscaled one, then the one computed last
-      // (the nearest cut: dh_r is 1/6 x d[rows] and 2 x dh[rows]: dh).
-      std::optional<InferredClaim> best;
-      auto preference = [&](const InferredClaim& c) {
-        const int op = plan.logical.producer[static_cast<size_t>(c.of.logical)];
-        const int late = op < 0 ? -1 : plan.logical.topo_rank[static_cast<size_t>(op)];
-        return std::make_tuple(c.of.scaled() ? 1 : 0, -late, c.of.logical);
-      };
       auto [lo, hi] = index.equal_range(key);
       for (auto it = lo; it != hi; ++it) {
         const BlockRef& ref = it->second;
@@ -176,13 +170,11 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
         claim.of.slice = block_slice(shape, ref.block);
         claim.of.scale_num = num;
         claim.of.scale_den = den;
-        if (!best || preference(claim) < preference(*best)) best = std::move(claim);
+        candidates[static_cast<size_t>(t)].push_back(std::move(claim));
       }
-      if (best) result.claims.push_back(std::move(*best));
     }
   }
-  std::sort(result.claims.begin(), result.claims.end(),
-            [](const InferredClaim& a, const InferredClaim& b) { return a.parallel < b.parallel; });
+  result.claims = choose_claims(plan, std::move(candidates));
   return result;
 }
 

@@ -60,7 +60,18 @@ V Z3Algebra::add(const V& a, const V& b) {
 V Z3Algebra::sub(const V& a, const V& b) {
   return a - b;
 }
+// ite(c, p, q) with numeral branches: an indicator (a cast boolean, a mask).
+static bool is_numeral_ite(const V& v) {
+  return v.is_app() && v.decl().decl_kind() == Z3_OP_ITE && v.arg(1).is_numeral() &&
+         v.arg(2).is_numeral();
+}
+
 V Z3Algebra::mul(const V& a, const V& b) {
+  // x * ite(c, p, q) is ite(c, p*x, q*x): linear where the product is not,
+  // so a one-hot matmul or a masked value keeps Z3 in linear arithmetic
+  // instead of nonlinear real arithmetic, where it gives up.
+  if (is_numeral_ite(b) && !a.is_numeral()) return z3::ite(b.arg(0), a * b.arg(1), a * b.arg(2));
+  if (is_numeral_ite(a) && !b.is_numeral()) return z3::ite(a.arg(0), a.arg(1) * b, a.arg(2) * b);
   return a * b;
 }
 

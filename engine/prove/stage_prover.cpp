@@ -8,6 +8,7 @@
 
 #include "engine/ops/algebra.h"
 #include "engine/prove/counterexample.h"
+#include "engine/prove/independent_parts.h"
 #include "engine/prove/stage_testing.h"
 #include "engine/stage/stage_claims.h"
 
@@ -116,32 +117,31 @@ class Prover {
     for (const ClaimChecks<z3::expr>& claim : claims) {
       if (!claim.missing.empty()) return unknown(out, claim.label + ": " + claim.missing);
       z3::expr_vector differs(ctx_);
+      std::vector<std::optional<z3::expr>> differences;  // arithmetic elements' differences
       std::vector<const ElementCheck<z3::expr>*> pending;
       for (const ElementCheck<z3::expr>& check : claim.checks) {
-        z3::expr neq =
-            check.parallel.is_bool()
-                ? (check.parallel != check.logical).simplify()
-                : ((check.parallel - check.logical).simplify(simplify_params) != 0).simplify();
+        std::optional<z3::expr> difference;
+        if (!check.parallel.is_bool())
+          difference = (check.parallel - check.logical).simplify(simplify_params);
+        z3::expr neq = difference ? (*difference != 0).simplify()
+                                  : (check.parallel != check.logical).simplify();
         if (neq.is_false()) continue;
         differs.push_back(neq);
+        differences.push_back(difference);
         pending.push_back(&check);
       }
       if (differs.empty()) continue;
-      ++out.queries;
-      z3::solver solver = make_solver();
-      // Index obligations are proven on their own below; here they hold, so
-      // a model never picks outside a tensor (its replay could not).
-      for (const z3::expr& o : alg_.obligations()) solver.add(o);
-      solver.add(z3::mk_or(differs));
-      dump_query(solver, out.queries);
+      z3::solver solver = claim_query(z3::mk_or(differs), out);
       z3::check_result result = solver.check();
+      std::string why = result == z3::unknown ? solver.reason_unknown() : "";
+      if (result == z3::unknown) result = each_element(differs, differences, out, solver, why);
       if (result == z3::unsat) {
         any_unsat = true;
         continue;
       }
       if (result == z3::unknown)
-        return unknown(out, "the solver gave up on " + claim.label + " (" +
-                                solver.reason_unknown() + "); raise --rlimit to try harder");
+        return unknown(out, "the solver gave up on " + claim.label + " (" + why +
+                                "); raise --rlimit to try harder");
       z3::model model = solver.get_model();
       out.status = StageStatus::Refuted;
       if (!refute(out, claim, pending, model)) return out;
@@ -189,19 +189,88 @@ class Prover {
         << solver.to_smt2();
   }
 
-  z3::solver make_solver() {
+  // The claim undecided as a whole: element by element (the disjunction is
+  // unsat exactly when every element's difference is), each element first
+  // as its independent parts (independent_parts.h). One element (a row of a
+  // softmax, a vocabulary row of an embedding gradient) is small where all
+  // of them at once are not. The pass gets the query's wall-clock budget
+  // again. On sat, `solver` is the solver that holds the model.
+  z3::check_result each_element(const z3::expr_vector& differs,
+                                const std::vector<std::optional<z3::expr>>& differences,
+                                StageOutcome& out, z3::solver& solver, std::string& why) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+    std::vector<z3::expr> side = alg_.assumptions();
+    side.insert(side.end(), alg_.obligations().begin(), alg_.obligations().end());
+    IndependentParts parts(ctx_, side);
+    for (unsigned i = 0; i < differs.size(); ++i) {
+      const int64_t left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (options_.timeout_ms > 0 && left <= 0) {
+        why += "; element by element, out of time";
+        return z3::unknown;
+      }
+      const unsigned budget = static_cast<unsigned>(std::max<int64_t>(left, 1));
+      if (differences[i] && parts_unsat(parts, *differences[i], out, budget)) continue;
+      z3::solver single = claim_query(differs[i], out, budget);
+      const z3::check_result r = single.check();
+      if (r == z3::unsat) continue;
+      if (r == z3::unknown) {
+        why = single.reason_unknown() + ", element by element";
+        return z3::unknown;
+      }
+      solver = single;
+      return z3::sat;
+    }
+    return z3::unsat;
+  }
+
+  // Whether every independent part of `difference` is zero under the side
+  // conditions it shares variables with (independent_parts.h).
+  bool parts_unsat(IndependentParts& parts, const z3::expr& difference, StageOutcome& out,
+                   unsigned timeout_ms) {
+    for (const z3::expr& part : parts.split(difference)) {
+      const z3::expr query = part != 0;
+      ++out.queries;
+      z3::solver solver = bare_solver(timeout_ms);
+      for (const z3::expr& condition : parts.relevant(query)) solver.add(condition);
+      solver.add(query);
+      if (solver.check() != z3::unsat) return false;
+    }
+    return true;
+  }
+
+  // A query for one claim: the difference `differs` with the index
+  // obligations, which are proven on their own (so a model never picks
+  // outside a tensor: its replay could not).
+  z3::solver claim_query(const z3::expr& differs, StageOutcome& out, unsigned timeout_ms = 0) {
+    ++out.queries;
+    z3::solver solver = make_solver(timeout_ms);
+    for (const z3::expr& o : alg_.obligations()) solver.add(o);
+    solver.add(differs);
+    dump_query(solver, out.queries);
+    return solver;
+  }
+
+  // A solver with the stage's assumptions; `timeout_ms` 0: the options' backstop.
+  z3::solver make_solver(unsigned timeout_ms = 0) {
+    z3::solver solver = bare_solver(timeout_ms);
+    for (const z3::expr& a : alg_.assumptions()) solver.add(a);
+    return solver;
+  }
+
+  z3::solver bare_solver(unsigned timeout_ms) {
     z3::solver solver(ctx_);
     z3::params params(ctx_);
     // rlimit is the deterministic budget; Z3 4.8 does not count every
     // nonlinear search step against it, so a wall-clock timeout backs it up.
     params.set("rlimit",
                static_cast<unsigned>(std::min<uint64_t>(options_.rlimit, 4'000'000'000u)));
-    if (options_.timeout_ms > 0) params.set("timeout", options_.timeout_ms);
+    if (options_.timeout_ms > 0)
+      params.set("timeout", timeout_ms ? timeout_ms : options_.timeout_ms);
     // Z3's own SIGINT handler crashes a process that solves on threads; the
     // CLI and the daemon handle Ctrl-C themselves (cli/interrupt.h).
     params.set("ctrl_c", false);
     solver.set(params);
-    for (const z3::expr& a : alg_.assumptions()) solver.add(a);
     return solver;
   }
 
