@@ -13,6 +13,7 @@ jobs="${SHARDPROOF_JOBS:-2}"
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  ccache  # rebuilds of the same sources (a second checkout, CI after a session) are cache hits
   libz3-dev libgmp-dev liblmdb-dev libxxhash-dev libuv1-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev googletest
   libsodium-dev  # the cache's record MACs (cache/cache_key.h)
@@ -49,9 +50,12 @@ fi
 
 [[ "${SHARDPROOF_SKIP_BUILD:-0}" == 1 ]] && exit 0
 
+# ccache keyed by paths relative to the checkout, so another clone of the
+# same sources hits the same cache entries.
+source "$root/scripts/ccache_env.sh"
 # Configure only once; later runs let Ninja re-run CMake when needed.
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
-  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${ccache_launcher[@]}"
 fi
 cmake --build "$build_dir" -j "$jobs"
 echo "setup: built $build_dir/shardproof"

@@ -18,8 +18,10 @@ build_dir="${SHARDPROOF_BUILD_DIR:-$root/build}"
 asan_dir="${SHARDPROOF_ASAN_BUILD_DIR:-$root/build-asan}"
 jobs="${SHARDPROOF_JOBS:-2}"
 
+source "$root/scripts/ccache_env.sh"
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   "$root/scripts/setup.sh"
+  source "$root/scripts/ccache_env.sh"  # setup may have installed ccache just now
 else
   cmake --build "$build_dir" -j "$jobs"
 fi
@@ -35,10 +37,8 @@ sanitized_suites=(
 )
 filter="$(printf '%s.*:' "${sanitized_suites[@]}")"
 if [[ ! -f "$asan_dir/CMakeCache.txt" ]]; then
-  launcher=()
-  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   cmake -S "$root" -B "$asan_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DSHARDPROOF_SANITIZE=ON "${launcher[@]}"
+    -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DSHARDPROOF_SANITIZE=ON "${ccache_launcher[@]}"
 fi
 cmake --build "$asan_dir" -j "$jobs" --target shardproof shardproof_tests
 echo "test: ASan + UBSan: ${sanitized_suites[*]}"
