@@ -10,6 +10,7 @@
 #include "engine/prove/counterexample.h"
 #include "engine/prove/independent_parts.h"
 #include "engine/prove/stage_testing.h"
+#include "engine/prove/sweep.h"
 #include "engine/stage/stage_claims.h"
 
 namespace shardproof {
@@ -110,6 +111,7 @@ class Prover {
       return v;
     };
     StageValues<Z3Algebra> values = evaluate_stage<Z3Algebra>(alg_, stage_, leaf);
+    values_ = &values;
     std::vector<ClaimChecks<z3::expr>> claims = build_claims(alg_, stage_, values);
     z3::params simplify_params(ctx_);
     simplify_params.set("som", true);
@@ -134,7 +136,8 @@ class Prover {
       z3::solver solver = claim_query(z3::mk_or(differs), out);
       z3::check_result result = solver.check();
       std::string why = result == z3::unknown ? solver.reason_unknown() : "";
-      if (result == z3::unknown) result = each_element(differs, differences, out, solver, why);
+      if (result == z3::unknown)
+        result = each_element(differs, differences, pending, out, solver, why);
       if (result == z3::unsat) {
         any_unsat = true;
         continue;
@@ -197,21 +200,36 @@ class Prover {
   // again. On sat, `solver` is the solver that holds the model.
   z3::check_result each_element(const z3::expr_vector& differs,
                                 const std::vector<std::optional<z3::expr>>& differences,
+                                const std::vector<const ElementCheck<z3::expr>*>& pending,
                                 StageOutcome& out, z3::solver& solver, std::string& why) {
     const auto deadline = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+    auto budget = [&]() -> std::optional<unsigned> {
+      const int64_t left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (options_.timeout_ms > 0 && left <= 0) return std::nullopt;
+      return static_cast<unsigned>(std::max<int64_t>(left, 1));
+    };
     std::vector<z3::expr> side = alg_.assumptions();
     side.insert(side.end(), alg_.obligations().begin(), alg_.obligations().end());
     IndependentParts parts(ctx_, side);
+    Substitution& sub = swept(parts, out, deadline);
     for (unsigned i = 0; i < differs.size(); ++i) {
-      const int64_t left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (options_.timeout_ms > 0 && left <= 0) {
+      const std::optional<unsigned> left = budget();
+      if (!left) {
         why += "; element by element, out of time";
         return z3::unknown;
       }
-      const unsigned budget = static_cast<unsigned>(std::max<int64_t>(left, 1));
-      if (differences[i] && parts_unsat(parts, *differences[i], out, budget)) continue;
-      z3::solver single = claim_query(differs[i], out, budget);
+      z3::expr neq = differs[i];
+      if (differences[i]) {
+        const z3::expr d =
+            (sub.apply(pending[i]->parallel) - pending[i]->logical).simplify(simplify_params());
+        if (is_zero_numeral(d) || parts_unsat(parts, d, out, *left)) continue;
+        neq = d != 0;
+      } else if (!sub.from.empty()) {
+        neq = (sub.apply(pending[i]->parallel) != pending[i]->logical).simplify();
+        if (neq.is_false()) continue;
+      }
+      z3::solver single = claim_query(neq, out, *left);
       const z3::check_result r = single.check();
       if (r == z3::unsat) continue;
       if (r == z3::unknown) {
@@ -222,6 +240,31 @@ class Prover {
       return z3::sat;
     }
     return z3::unsat;
+  }
+
+  // The stage's sweep (sweep.h), made once, on the first claim that needs it.
+  Substitution& swept(IndependentParts& parts, StageOutcome& out,
+                      std::chrono::steady_clock::time_point deadline) {
+    if (sweep_) return *sweep_;
+    auto proves_zero = [&](const z3::expr& difference) {
+      const int64_t left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return false;
+      ++out.queries;
+      z3::solver solver = bare_solver(static_cast<unsigned>(left));
+      const z3::expr query = difference != 0;
+      for (const z3::expr& condition : parts.relevant(query)) solver.add(condition);
+      solver.add(query);
+      return solver.check() == z3::unsat;
+    };
+    sweep_.emplace(sweep_stage(stage_, *values_, ctx_, proves_zero, deadline));
+    return *sweep_;
+  }
+
+  z3::params simplify_params() {
+    z3::params params(ctx_);
+    params.set("som", true);
+    return params;
   }
 
   // Whether every independent part of `difference` is zero under the side
@@ -358,6 +401,8 @@ class Prover {
   ProverOptions options_;
   z3::context ctx_;
   Z3Algebra alg_;
+  const StageValues<Z3Algebra>* values_ = nullptr;  // the stage's terms, once evaluated
+  std::optional<Substitution> sweep_;
 };
 
 }  // namespace

@@ -9,13 +9,6 @@
 namespace shardproof {
 namespace {
 
-// Positions a leaf's integer values point into, [lo, hi) in the tensor's
-// own values: from shape reduction's value map, so random ids spread over
-// the (reduced) line they index, shard offsets and masks included.
-struct IntRange {
-  int64_t lo = 0, hi = 2;
-};
-
 // Integers next to the stage's integer constants: the bounds a stage
 // compares ids with (a vocabulary shard's lo and hi). An off-by-one bound
 // shows on one id of a line of 10^5, which uniform values almost never hit.
@@ -37,14 +30,6 @@ std::vector<int64_t> values_near_constants(const Stage& stage) {
 int leaf_owner(const std::string& name) {
   if (name.size() < 2 || (name[0] != 'L' && name[0] != 'P')) return -1;
   return std::stoi(name.substr(1, name.find('_') - 1));
-}
-
-IntRange int_range(const Stage& stage, const std::string& name) {
-  int t = leaf_owner(name);
-  if (t < 0 || t >= static_cast<int>(stage.value_maps.size()) || !stage.value_maps[t]) return {};
-  const ValueMap& m = *stage.value_maps[t];
-  if (m.reduced_hi() <= m.reduced_lo()) return {};
-  return {m.reduced_lo(), m.reduced_hi()};
 }
 
 // Where each integer leaf "L<t>_<i>" / "P<t>_<i>" stands among all the
@@ -135,6 +120,14 @@ class RecordingFunctions : public FunctionTable {
 };
 
 }  // namespace
+
+IntRange int_range(const Stage& stage, const std::string& name) {
+  int t = leaf_owner(name);
+  if (t < 0 || t >= static_cast<int>(stage.value_maps.size()) || !stage.value_maps[t]) return {};
+  const ValueMap& m = *stage.value_maps[t];
+  if (m.reduced_hi() <= m.reduced_lo()) return {};
+  return {m.reduced_lo(), m.reduced_hi()};
+}
 
 std::vector<std::string> producing_ops(const Stage& stage, const std::vector<int>& tensors) {
   std::set<int> needed(tensors.begin(), tensors.end());

@@ -5,12 +5,24 @@
 // is a real counterexample, and most bugs are found without Z3 at all.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <string>
 
 #include "engine/report/report.h"
 #include "engine/stage/stage.h"
 
 namespace shardproof {
+
+// Positions a leaf's integer values point into, [lo, hi) in the tensor's
+// own values: from shape reduction's value map, so random ids spread over
+// the (reduced) line they index, shard offsets and masks included.
+struct IntRange {
+  int64_t lo = 0, hi = 2;
+};
+// The range of integer leaf "L<t>_<i>" / "P<t>_<i>" ({0, 2} when the stage
+// says nothing about it).
+IntRange int_range(const Stage& stage, const std::string& name);
 
 // The parallel ops the given stage tensors depend on, nearest first.
 std::vector<std::string> producing_ops(const Stage& stage, const std::vector<int>& tensors);

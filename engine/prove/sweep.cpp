@@ -1,0 +1,91 @@
+#include "engine/prove/sweep.h"
+
+#include <unordered_map>
+
+#include <xxhash.h>
+
+#include "engine/ops/modular_algebra.h"
+#include "engine/prove/stage_testing.h"
+
+namespace shardproof {
+namespace {
+
+using M = ModularAlgebra;
+
+uint64_t leaf_hash(const std::string& name) {
+  return XXH3_64bits_withSeed(name.data(), name.size(), 0x5eedc0de);
+}
+
+// The stage on one random assignment modulo p; nullopt outside its domain.
+std::optional<StageValues<M>> residues(const Stage& stage) {
+  M alg(0x5eed);
+  auto leaf = [&](const std::string& name, DClass cls) -> uint64_t {
+    const uint64_t h = leaf_hash(name);
+    if (cls == DClass::Int) {
+      const IntRange r = int_range(stage, name);
+      return M::of(Rational(static_cast<long>(r.lo + static_cast<int64_t>(h % (r.hi - r.lo)))));
+    }
+    if (cls == DClass::Bool) return h % 2;
+    return h % M::kPrime;
+  };
+  try {
+    return evaluate_stage<M>(alg, stage, leaf);
+  } catch (const EvalError&) {
+    return std::nullopt;
+  }
+}
+
+// A residue that tells values apart: not a small rational (0, 1, -10000:
+// constants and masks match everything).
+bool informative(uint64_t v) {
+  int64_t num = 0, den = 0;
+  return !M::small_rational(v, num, den);
+}
+
+}  // namespace
+
+Substitution sweep_stage(const Stage& stage, const StageValues<Z3Algebra>& symbolic,
+                         z3::context& ctx,
+                         const std::function<bool(const z3::expr& difference)>& proves_zero,
+                         std::chrono::steady_clock::time_point deadline) {
+  Substitution sub(ctx);
+  const std::optional<StageValues<M>> values = residues(stage);
+  if (!values) return sub;
+
+  // Residue -> a logical element's term (the first one computed).
+  std::unordered_map<uint64_t, z3::expr> logical;
+  for (size_t t = 0; t < stage.tensors.size(); ++t) {
+    const StageTensor& st = stage.tensors[t];
+    if (st.parallel || dclass_of(st.dtype) != DClass::Real || !(*values)[t] || !symbolic[t])
+      continue;
+    const std::vector<uint64_t>& v = (*values)[t]->data;
+    for (size_t i = 0; i < v.size(); ++i)
+      if (informative(v[i])) logical.emplace(v[i], symbolic[t]->data[i]);
+  }
+  z3::params som(ctx);
+  som.set("som", true);
+  for (const StageOp& op : stage.ops) {
+    if (!op.parallel) continue;
+    for (int out : op.out) {
+      const size_t t = static_cast<size_t>(out);
+      if (dclass_of(stage.tensors[t].dtype) != DClass::Real || !(*values)[t] || !symbolic[t])
+        continue;
+      const std::vector<uint64_t>& v = (*values)[t]->data;
+      for (size_t i = 0; i < v.size(); ++i) {
+        auto match = logical.find(v[i]);
+        if (match == logical.end()) continue;
+        const z3::expr& term = symbolic[t]->data[i];
+        if (z3::eq(term, match->second)) continue;
+        if (std::chrono::steady_clock::now() > deadline) return sub;
+        const z3::expr difference = (sub.apply(term) - match->second).simplify(som);
+        if (is_zero_numeral(difference) || (!difference.is_numeral() && proves_zero(difference))) {
+          sub.from.push_back(term);
+          sub.to.push_back(match->second);
+        }
+      }
+    }
+  }
+  return sub;
+}
+
+}  // namespace shardproof
