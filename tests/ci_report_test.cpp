@@ -38,6 +38,12 @@ class ReportMeshTest : public shardproof::testing::ScratchDirTest {
     return path;
   }
   CliResult verify(const std::string& args) { return cli("verify --no-daemon --quiet " + args); }
+  // `plan mlp PLAN_ARGS` (a bug among them), verified: not equivalent.
+  CliResult verify_bug(const std::string& plan_args) {
+    CliResult r = verify(shell_quote(plan("bug.json", plan_args)));
+    EXPECT_EQ(r.code, 1) << r.err << r.out;
+    return r;
+  }
   // The lines of the text report's grid, without their indentation.
   static std::vector<std::string> grid(const std::string& report) {
     std::vector<std::string> out;
@@ -62,47 +68,37 @@ class ReportMeshTest : public shardproof::testing::ScratchDirTest {
   shardproof::testing::IsolatedEnv env_;
 };
 
+// The grids of one bug's tp groups: dp 0's column fails, dp 1's does not.
+constexpr const char* kColumnDp0 =
+    "pp 0, mb 0\n"
+    "     dp 0 1\n"
+    "tp 0    X .\n"
+    "tp 1    X .\n";
+
 // A tp group bug: tp ranks 0 and 1 of dp 0 swap their weight shards. Its
 // findings are every rank of that tp group: a column.
 TEST_F(ReportMeshTest, AGroupBugIsAColumn) {
-  std::string p = plan("bug.json", "--dp 2 --tp 2 --bug swapped-shards");
-  CliResult r = verify(shell_quote(p));
-  ASSERT_EQ(r.code, 1) << r.err << r.out;
+  CliResult r = verify_bug("--dp 2 --tp 2 --bug swapped-shards");
   EXPECT_NE(r.out.find("where in the mesh (pp 1 x dp 2 x tp 2; from meta):"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find(": rank 1; class pp=0 dp=0 tp=1"), std::string::npos) << r.out;
-  EXPECT_EQ(joined(grid(r.out)),
-            "pp 0, mb 0\n"
-            "     dp 0 1\n"
-            "tp 0    X .\n"
-            "tp 1    X .\n")
-      << r.out;
+  EXPECT_EQ(joined(grid(r.out)), kColumnDp0) << r.out;
 }
 
 // A rank-0 special case: the gradient of w0 averaged over dp at tp 0, where
 // the finding is rank 0's: one cell.
 TEST_F(ReportMeshTest, ARankZeroBugIsACell) {
-  std::string p = plan("bug.json", "--dp 2 --tp 2 --bug dp-grad-mean-not-sum");
-  CliResult r = verify(shell_quote(p));
-  ASSERT_EQ(r.code, 1) << r.err << r.out;
+  CliResult r = verify_bug("--dp 2 --tp 2 --bug dp-grad-mean-not-sum");
   EXPECT_NE(r.out.find("finding 1: rank 0; class pp=0 dp=0 tp=0 per device"), std::string::npos)
       << r.out;
-  EXPECT_EQ(joined(grid(r.out)),
-            "pp 0, mb 0\n"
-            "     dp 0 1\n"
-            "tp 0    X .\n"
-            "tp 1    . .\n")
-      << r.out;
+  EXPECT_EQ(joined(grid(r.out)), "pp 0, mb 0\n     dp 0 1\ntp 0    X .\ntp 1    . .\n") << r.out;
 }
 
 // A schedule bug: the pipeline send of micro-batch 0 carries micro-batch 1's
 // activation. One panel of the receiving stage among clean ones.
 TEST_F(ReportMeshTest, AMicroBatchBugIsOnePanel) {
-  std::string p =
-      plan("bug.json",
-           "--dp 2 --tp 2 --pp 2 --microbatches 2 --layers 4 --bug pp-send-wrong-microbatch");
-  CliResult r = verify(shell_quote(p));
-  ASSERT_EQ(r.code, 1) << r.err << r.out;
+  CliResult r =
+      verify_bug("--dp 2 --tp 2 --pp 2 --microbatches 2 --layers 4 --bug pp-send-wrong-microbatch");
   EXPECT_NE(r.out.find("(pp 2 x dp 2 x tp 2, 2 micro-batches; from meta)"), std::string::npos)
       << r.out;
   EXPECT_EQ(joined(grid(r.out)),
@@ -115,16 +111,9 @@ TEST_F(ReportMeshTest, AMicroBatchBugIsOnePanel) {
 
 // The compact form of the same group bug: ranks from its instances' names.
 TEST_F(ReportMeshTest, CompactPlansUseTheirMesh) {
-  std::string p = plan("bug.json", "--compact --dp 2 --tp 2 --bug swapped-shards");
-  CliResult r = verify(shell_quote(p));
-  ASSERT_EQ(r.code, 1) << r.err << r.out;
+  CliResult r = verify_bug("--compact --dp 2 --tp 2 --bug swapped-shards");
   EXPECT_NE(r.out.find("from parallel.mesh"), std::string::npos) << r.out;
-  EXPECT_EQ(joined(grid(r.out)),
-            "pp 0, mb 0\n"
-            "     dp 0 1\n"
-            "tp 0    X .\n"
-            "tp 1    X .\n")
-      << r.out;
+  EXPECT_EQ(joined(grid(r.out)), kColumnDp0) << r.out;
 }
 
 TEST_F(ReportMeshTest, CorrectPlanHasNoMeshSection) {

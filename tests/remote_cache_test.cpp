@@ -464,7 +464,6 @@ TEST_F(RemoteCacheTest, RepositoryFileConfiguresTheRemoteAndTheDaemonFollows) {
             std::string::npos);
   EXPECT_EQ(settings["remote_cache_mode"]["origin"], "default");
   ASSERT_EQ(b.code, 1) << b.err;
-  EXPECT_GT(nlohmann::json::parse(b.out)["stats"]["solved"].get<int>(), 0);
   EXPECT_GT(first_daemon, 0);
   EXPECT_GT(second_daemon, 0);
   EXPECT_NE(first_daemon, second_daemon) << "the daemon started without the remote answered";
