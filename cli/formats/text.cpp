@@ -27,6 +27,9 @@ std::vector<MeshSite> failing_sites(const LocatedReport& located) {
 std::string mesh_section(const LocatedReport& located) {
   const Report& r = located.report;
   if (r.findings.empty() || located.sites.size() != r.findings.size()) return "";
+  // Nothing known (the plan was not read, e.g. captured from a harness): nothing to say.
+  const std::vector<MeshSite> failing = failing_sites(located);
+  if (!located.mesh.known() && failing.empty()) return "";
   std::string out = "  where in the mesh";
   out += located.mesh.known() ? " (" + mesh_title(located.mesh) + "):\n"
                               : ": the plan has no mesh information (no parallel.mesh, and no "
@@ -34,7 +37,7 @@ std::string mesh_section(const LocatedReport& located) {
   for (size_t i = 0; i < r.findings.size(); ++i)
     out += "    finding " + std::to_string(i + 1) + ": " +
            sites_text(located.mesh, located.sites[i]) + "\n";
-  std::vector<MeshPanel> panels = mesh_panels(located.mesh, failing_sites(located));
+  std::vector<MeshPanel> panels = mesh_panels(located.mesh, failing);
   if (!panels.empty()) out += "    X failing, . fine:\n" + mesh_grid_text(panels, "    ");
   return out;
 }
