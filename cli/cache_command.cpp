@@ -8,6 +8,7 @@
 #include "cache/units.h"
 #include "cli/commands.h"
 #include "cli/local_cache.h"
+#include "cli/settings.h"
 
 namespace shardproof::cli {
 namespace {
@@ -145,6 +146,7 @@ CLI::App* add_cache_command(CLI::App& app, CacheArgs& args) {
 }
 
 int run_cache_command(const CacheArgs& args) {
+  resolve_and_export_local_settings({});  // the remote tier `stats` shows
   Status status;
   std::unique_ptr<cache::VerdictCache> c = open_local_cache(&status);
   if (!c) return fail(status.message());

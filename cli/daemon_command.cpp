@@ -10,6 +10,7 @@
 #include "cache/cache_location.h"
 #include "cache/units.h"
 #include "cli/commands.h"
+#include "cli/settings.h"
 #include "cli/usage.h"
 #include "daemon/client.h"
 #include "daemon/launcher.h"
@@ -190,6 +191,8 @@ int cancel(const DaemonArgs& args, const daemon::DaemonPaths& paths) {
 }
 
 int run_daemon_command(const DaemonArgs& args) {
+  // The remote cache settings are part of the daemon's identity (its socket).
+  resolve_and_export_local_settings({});
   daemon::DaemonPaths paths;
   if (Status s = daemon::daemon_paths(cache::default_cache_dir(), &paths); !s.ok())
     return fail(s.message());

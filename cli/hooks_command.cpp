@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
+#include <sstream>
 
 #include "cli/hooks_command.h"
 #include "cli/settings.h"
@@ -38,6 +40,17 @@ int install(bool remove) {
   hooks::Git git = hooks::Git::open();
   std::string dir = git.hooks_dir();
   std::string message;
+  // Under the pre-commit framework our hook is one of its hooks, not a
+  // chained git hook: say how, change nothing.
+  const fs::path framework = fs::path(git.top()) / hooks::kPreCommitFrameworkConfig;
+  std::error_code ec;
+  if (!remove && fs::exists(framework, ec)) {
+    std::ifstream in(framework, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    std::cout << hooks::pre_commit_framework_advice(text.str(), SHARDPROOF_VERSION) << "\n";
+    return kExitOk;
+  }
   Status s = remove ? hooks::uninstall_hook(dir, &message)
                     : hooks::install_hook(dir, this_executable(), &message);
   if (!s.ok()) return fail(s.message(), kExitUsage);

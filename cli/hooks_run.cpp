@@ -223,6 +223,14 @@ std::vector<Work> prepare(hooks::Git& git, const hooks::Selection& selection,
   return work;
 }
 
+// CI=true (or any value but "", "0", "false").
+bool in_ci() {
+  const char* ci = std::getenv("CI");
+  if (ci == nullptr) return false;
+  const std::string v = ci;
+  return !v.empty() && v != "0" && v != "false";
+}
+
 // Verifies each plan (starting the daemon for the first), prints its
 // verdict line or its short failure, then whether the commit is blocked.
 int verify_all(const std::vector<Work>& work, const HooksArgs& args,
@@ -231,7 +239,9 @@ int verify_all(const std::vector<Work>& work, const HooksArgs& args,
             << " this commit touches (staged content)\n"
             << std::flush;
   VerifyArgs verify_args;
-  verify_args.no_daemon = args.no_daemon;
+  // In CI (CI set, as every CI service sets it) nothing may outlive the
+  // job: verify in this process, no daemon.
+  verify_args.no_daemon = args.no_daemon || in_ci();
   verify_args.jobs = args.jobs;
   std::optional<PlanVerifier> verifier;
   VerifyOptions options;
@@ -307,6 +317,7 @@ int run_hooks_check(const HooksArgs& args) {
   if (!config) return kExitUsage;
   // The settings of its "verify" section, under the environment and flags.
   Settings settings = resolve_settings(config_text, hooks::kRepoConfigFile, args.setting_flags);
+  export_remote_cache_settings(settings);
   HooksArgs effective = args;
   effective.jobs = settings.jobs;
   effective.rlimit = settings.rlimit;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/redis_client.h"
 #include "cache/units.h"
 #include "cli/commands.h"
 #include "cli/usage.h"
@@ -63,9 +64,30 @@ const std::vector<Definition>& definitions() {
        "An undecided plan: block (exit 3) or warn (say so, exit as if proven); the report "
        "still says UNKNOWN",
        [](const std::string& s) { return s == "block" || s == "warn"; }},
+      // The remote cache tier (docs/cache.md): no flags; the team key's
+      // file stays in the environment only (a per-machine secret).
+      {"remote_cache", "SHARDPROOF_REMOTE_CACHE", "", "",
+       "redis://[:password@]host[:port][/db] or unix:///path/redis.sock[?db=N]",
+       "The shared remote cache (Redis); empty: none",
+       [](const std::string& s) {
+         std::string why;
+         return s.empty() || cache::parse_redis_url(s, &why).has_value();
+       }},
+      {"remote_cache_mode", "SHARDPROOF_REMOTE_CACHE_MODE", "", "read-write",
+       "\"read-write\" or \"read-only\"", "read-write, or read-only (read proofs, write none)",
+       [](const std::string& s) { return s == "read-write" || s == "read-only"; }},
+      {"remote_cache_timeout_ms", "SHARDPROOF_REMOTE_CACHE_TIMEOUT_MS", "", "250",
+       "a whole number of milliseconds from 1 to 60000",
+       "The remote's deadline to connect and for each command, in ms",
+       [](const std::string& s) { return whole_number(s, 1, 60'000); }},
   };
   return defs;
 }
+
+// The settings the cache's remote tier reads from the environment
+// (cache/remote_store.h), in resolution order.
+constexpr const char* kRemoteKeys[] = {"remote_cache", "remote_cache_mode",
+                                       "remote_cache_timeout_ms"};
 
 const Definition* find_definition(const std::string& key) {
   for (const Definition& d : definitions())
@@ -176,7 +198,7 @@ Settings resolve_settings(const std::optional<std::string>& file_text, const std
         warn(std::string("$") + d.env + ": expected " + d.expected + ", found \"" + env +
              "\"; ignored");
     }
-    if (auto it = flags.find(d.flag); it != flags.end() && d.valid(it->second))
+    if (auto it = flags.find(d.flag); *d.flag && it != flags.end() && d.valid(it->second))
       row = {d.key, it->second, d.flag};
     s.table.push_back(row);
   }
@@ -196,6 +218,25 @@ Settings resolve_local_settings(const std::map<std::string, std::string>& flags)
     if (!text) warn(why + "; its settings are ignored");
   }
   return resolve_settings(text, path ? *path : std::string(), flags);
+}
+
+void export_remote_cache_settings(const Settings& settings) {
+  for (const char* key : kRemoteKeys) {
+    const Setting& row = settings.get(key);
+    const Definition* d = find_definition(key);
+    // Set in the environment (even malformed: the cache then takes the safe
+    // choice itself), or the default: nothing to pass on.
+    if (row.origin == d->env || row.origin == "default") continue;
+    const char* env = std::getenv(d->env);
+    if (env != nullptr && *env != '\0') continue;
+    setenv(d->env, row.value.c_str(), 1);
+  }
+}
+
+Settings resolve_and_export_local_settings(const std::map<std::string, std::string>& flags) {
+  Settings s = resolve_local_settings(flags);
+  export_remote_cache_settings(s);
+  return s;
 }
 
 void warn_about_malformed_environment() {

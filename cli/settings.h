@@ -1,4 +1,5 @@
-// The settings of `verify` (and of the hook and CI, which verify too), each
+// The settings of `verify` (and of the hook and CI, which verify too, and
+// of the cache's remote tier), each
 // from the first layer that sets it: a flag, an environment variable, the
 // "verify" section of the repository's .shardproof.json, the default.
 // `shardproof config` prints each effective value with its origin, like
@@ -49,6 +50,16 @@ Settings resolve_settings(const std::optional<std::string>& file_text, const std
 
 // resolve_settings with the file find_settings_file() names.
 Settings resolve_local_settings(const std::map<std::string, std::string>& flags);
+
+// The remote cache settings (remote_cache, remote_cache_mode,
+// remote_cache_timeout_ms) that come from the file, put into the
+// environment where the cache reads them (cache/remote_store.h): this
+// process's cache, and a daemon it starts, use them, and the daemon's
+// identity (daemon/state_dir.h) includes them. Call before opening a cache
+// or reaching a daemon.
+void export_remote_cache_settings(const Settings& settings);
+// resolve_local_settings, then export_remote_cache_settings.
+Settings resolve_and_export_local_settings(const std::map<std::string, std::string>& flags);
 
 // Warns (on stderr, naming it) about each SHARDPROOF_* size or duration in
 // the environment that does not parse: the code that reads it silently

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -115,12 +116,14 @@ std::string summary_line(const std::vector<LocatedReport>& reports) {
   return out;
 }
 
-const char* const kFormats[] = {"text", "json", "github", "junit", "sarif"};
+// --output's formats: --format's, and html (a page, not for a terminal).
+const char* const kFormats[] = {"text", "json", "github", "junit", "sarif", "html"};
 
 // Every report in one format, whole (what stdout shows for a batch).
 std::string render(const std::string& format, const std::vector<LocatedReport>& reports) {
   if (format == "junit") return render_junit(reports);
   if (format == "sarif") return render_sarif(reports);
+  if (format == "html") return render_html(reports);
   std::string out;
   if (format == "json") {
     nlohmann::ordered_json j;
@@ -134,14 +137,16 @@ std::string render(const std::string& format, const std::vector<LocatedReport>& 
     // (U+FFFD) rather than thrown, so the report is always valid JSON.
     return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
   }
+  GithubAnnotations annotations;
   for (const LocatedReport& r : reports) {
     if (format == "github") {
-      out += render_github(r);
+      out += annotations.render(r);
     } else {
       if (!out.empty()) out += "\n";
-      out += report_to_text(r.report);
+      out += render_text(r);
     }
   }
+  out += annotations.finish();
   if (reports.size() > 1 && format != "github")
     out += (format == "text" ? "\n" : "") + summary_line(reports) + "\n";
   return out;
@@ -155,7 +160,7 @@ std::string check_output_spec(const std::string& spec) {
   std::string format = spec.substr(0, eq);
   for (const char* f : kFormats)
     if (format == f) return "";
-  return "unknown format \"" + format + "\" (text, json, github, junit or sarif)";
+  return "unknown format \"" + format + "\" (text, json, github, junit, sarif or html)";
 }
 
 // Written beside and then renamed over FILE: a reader never sees half a report.
@@ -173,6 +178,20 @@ bool write_output(const std::string& spec, const std::vector<LocatedReport>& rep
   return false;
 }
 
+// In a GitHub Actions step ($GITHUB_STEP_SUMMARY set): the Markdown
+// summary, appended as the runner expects.
+bool write_step_summary(const std::vector<LocatedReport>& reports) {
+  const char* path = std::getenv("GITHUB_STEP_SUMMARY");
+  if (path == nullptr || *path == '\0') return true;
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  out << render_step_summary(reports);
+  out.close();
+  if (out) return true;
+  std::cerr << "shardproof verify: cannot write the step summary " << path << ": "
+            << std::strerror(errno) << "\n";
+  return false;
+}
+
 }  // namespace
 
 CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
@@ -180,7 +199,8 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
                                      "Prove that each plan's parallel graph computes "
                                      "exactly what its logical graph computes");
   cmd->add_option("plans", args.plans,
-                  "Plan files (format shardproof-plan/1 or its compact form 1.1; - reads stdin), or torch harnesses (.py), which are "
+                  "Plan files (format shardproof-plan/1 or its compact form 1.1; - reads stdin), "
+                  "or torch harnesses (.py), which are "
                   "captured first")
       ->required();
   cmd->add_option("--mesh", args.mesh,
@@ -192,8 +212,8 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
       ->capture_default_str();
   cmd->add_option("--output", args.outputs,
                   "Also write the reports to FILE in FORMAT, FORMAT=FILE (repeatable; e.g. "
-                  "--output sarif=results.sarif --output junit=junit.xml): one verification, "
-                  "several outputs")
+                  "--output sarif=results.sarif --output html=report.html; html is a "
+                  "self-contained page): one verification, several outputs")
       ->allow_extra_args(false)
       ->check(CLI::Validator(check_output_spec, "FORMAT=FILE"));
   add_setting_flags(cmd, {"jobs", "rlimit", "timeout_ms", "unknown"}, args.setting_flags);
@@ -215,7 +235,7 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& args) {
 
 int run_verify(const VerifyArgs& given) {
   VerifyArgs args = given;
-  Settings settings = resolve_local_settings(args.setting_flags);
+  Settings settings = resolve_and_export_local_settings(args.setting_flags);
   args.jobs = settings.jobs;
   args.rlimit = settings.rlimit;
   args.timeout_ms = settings.timeout_ms;
@@ -230,19 +250,17 @@ int run_verify(const VerifyArgs& given) {
   // Progress is for people: never written into a pipe or a CI log.
   ProgressLine progress(!args.quiet && isatty(STDERR_FILENO));
 
-  // Annotations name lines: github and sarif look findings up in the plan.
-  bool locate = args.format == "github" || args.format == "sarif";
-  for (const std::string& spec : args.outputs)
-    locate = locate || spec.rfind("github=", 0) == 0 || spec.rfind("sarif=", 0) == 0;
+  // Every format but json names lines or ranks: findings are looked up in
+  // the plan's text (only when there are findings).
   PlanVerifier verifier(args);
+  GithubAnnotations annotations;
   std::vector<LocatedReport> reports;
   Verdict worst = Verdict::Equivalent;
   for (const std::string& path : args.plans) {
     options.progress = progress.callback(path);
     std::optional<std::string> text;
-    Report report = is_harness_path(path)
-                        ? verify_harness(verifier, path, args.mesh, options)
-                        : verifier.verify(path, options, locate ? &text : nullptr);
+    Report report = is_harness_path(path) ? verify_harness(verifier, path, args.mesh, options)
+                                          : verifier.verify(path, options, &text);
     progress.clear();
     reports.push_back(locate_report(std::move(report), text ? &*text : nullptr));
     const Report& r = reports.back().report;
@@ -251,11 +269,12 @@ int run_verify(const VerifyArgs& given) {
     // answers early.
     if (args.format == "text") {
       if (reports.size() > 1) std::cout << "\n";
-      std::cout << report_to_text(r) << std::flush;
+      std::cout << render_text(reports.back()) << std::flush;
     } else if (args.format == "github") {
-      std::cout << render_github(reports.back()) << std::flush;
+      std::cout << annotations.render(reports.back()) << std::flush;
     }
   }
+  if (args.format == "github") std::cout << annotations.finish();
 
   if (args.format == "json" || args.format == "junit" || args.format == "sarif") {
     std::cout << render(args.format, reports);
@@ -264,6 +283,7 @@ int run_verify(const VerifyArgs& given) {
   }
   bool written = true;
   for (const std::string& spec : args.outputs) written = write_output(spec, reports) && written;
+  written = write_step_summary(reports) && written;
   std::cout.flush();
   if (!std::cout || !written) return kExitInternal;  // the answer was lost
   if (worst == Verdict::Unknown && !args.block_unknown) {

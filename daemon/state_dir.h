@@ -26,8 +26,10 @@ std::string state_dir();
 // Creates `dir` (0700) when missing, then checks it.
 Status prepare_state_dir(const std::string& dir);
 
-// The daemon serving this build and this cache directory (one daemon per
-// pair: the name carries a hash of both). Fails when the state directory is
+// The daemon serving this build, this cache directory and the remote cache
+// settings of the environment (one daemon per combination: the name carries
+// a hash of them, so a client whose remote settings changed reaches a new
+// daemon that uses them, and the old one idles out). Fails when the state directory is
 // unsafe or the socket path is too long for a Unix socket address.
 Status daemon_paths(const std::string& cache_dir, DaemonPaths* out);
 

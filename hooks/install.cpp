@@ -51,6 +51,28 @@ Status write_script(const fs::path& hook, const std::string& text) {
 
 }  // namespace
 
+std::string pre_commit_framework_advice(const std::string& config_text,
+                                        const std::string& version) {
+  const std::string head = std::string("this repository uses the pre-commit framework (") +
+                           kPreCommitFrameworkConfig + "): no git hook installed";
+  if (config_text.find("shardproof-verify") != std::string::npos)
+    return head +
+           "; its hook shardproof-verify is already listed there (`pre-commit install` "
+           "puts it to work)";
+  return head + ". Add shardproof to " + kPreCommitFrameworkConfig +
+         " instead, then run `pre-commit install`:\n"
+         "\n"
+         "repos:\n"
+         "  - repo: https://github.com/YOUR-ORG/shardproof  # where you install shardproof from\n"
+         "    rev: v" +
+         version +
+         "\n"
+         "    hooks:\n"
+         "      - id: shardproof-verify\n"
+         "\n"
+         "(shardproof must be on PATH: the hook is `language: system`; docs/integration.md)";
+}
+
 std::string hook_script(const std::string& binary) {
   std::string script = kPreCommitScript;
   const std::string placeholder = "installed_bin=''";

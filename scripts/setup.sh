@@ -24,6 +24,8 @@ packages=(
   # The PyTorch front end (frontends/torch) and its tests, for Debian's
   # /usr/bin/python3; also runs tests/layering_test.py.
   python3 python3-torch python3-numpy python3-pytest python3-jsonschema
+  python3-yaml  # tests/ci_workflow_test.py reads the example workflow
+  chromium  # renders `verify --output html=` pages in tests/ci_report_test.cpp (headless)
 )
 
 missing=()

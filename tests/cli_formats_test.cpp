@@ -119,9 +119,9 @@ TEST_F(CliFormatsTest, GithubAnnotatesEachFindingAtItsLine) {
     SCOPED_TRACE(errors[i]);
     EXPECT_EQ(property(errors[i], "file"), github_property(kBug));
     int line = std::atoi(property(errors[i], "line").c_str());
-    std::string tensor = findings[i]["tensor"];
-    // The line that declares the finding's logical tensor.
-    EXPECT_NE(line_of(kBug, line).find("\"" + tensor + "\": {"), std::string::npos)
+    std::string tensor = findings[i]["tensor"], op = findings[i]["ops"][0];
+    // The line of the parallel op that produced it: what a reviewer edits.
+    EXPECT_NE(line_of(kBug, line).find("\"name\": \"" + op + "\""), std::string::npos)
         << "line " << line << ": " << line_of(kBug, line);
     EXPECT_NE(errors[i].find("logical tensor " + tensor), std::string::npos);
   }
@@ -172,10 +172,18 @@ TEST_F(CliFormatsTest, GithubPointsIntoAReferencedGraphFile) {
   std::string graph = (dir_ / "dp2-sgd.logical.json").string();
   std::vector<std::string> errors = lines_starting(r.out, "::error ");
   ASSERT_FALSE(errors.empty()) << r.out;
-  for (const std::string& e : errors) {
+  for (const std::string& e : errors) {  // at the parallel op, in the plan
     SCOPED_TRACE(e);
-    EXPECT_EQ(property(e, "file"), github_property(graph));
+    EXPECT_EQ(property(e, "file"), github_property(plan));
     int line = std::atoi(property(e, "line").c_str());
+    EXPECT_NE(line_of(plan, line).find("\"name\": "), std::string::npos) << line_of(plan, line);
+  }
+  // The logical tensor, SARIF's related location, is in the graph file.
+  nlohmann::json sarif = nlohmann::json::parse(verify("sarif", {plan}).out);
+  for (const nlohmann::json& result : sarif["runs"][0]["results"]) {
+    const nlohmann::json& related = result["relatedLocations"][0]["physicalLocation"];
+    EXPECT_EQ(related["artifactLocation"]["uri"], "file://" + graph);
+    int line = related["region"]["startLine"];
     EXPECT_NE(line_of(graph, line).find("\": {"), std::string::npos) << line_of(graph, line);
   }
 }

@@ -42,6 +42,7 @@ setup() {
   export SHARDPROOF_DAEMON_IDLE_TIMEOUT=60  # one a failed run leaves behind goes away
   export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL="$T/home/.gitconfig"
   unset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE GIT_PREFIX SHARDPROOF 2>/dev/null || true
+  unset CI 2>/dev/null || true  # the hook runs without a daemon in CI (case_ci)
   # Regenerate commands call `shardproof` by name.
   ln -s "$SP" "$T/bin/shardproof"
   export PATH="$T/bin:$PATH"
@@ -267,6 +268,41 @@ EOF
   [ ! -e .git/hooks/pre-commit.local ] || fail "pre-commit.local left behind"
 }
 
+# A repository that uses the pre-commit framework gets advice, not a chained
+# hook (the framework's own `pre-commit install` would replace it).
+case_precommit_framework() {
+  printf 'repos:\n  - repo: local\n    hooks: []\n' >.pre-commit-config.yaml
+  "$SP" hooks install >"$T/out" || fail "install"
+  expect_out "uses the pre-commit framework"
+  expect_out "- id: shardproof-verify"
+  [ ! -e .git/hooks/pre-commit ] || fail "a git hook was installed beside the framework"
+  printf 'repos:\n  - repo: x\n    hooks:\n      - id: shardproof-verify\n' >.pre-commit-config.yaml
+  "$SP" hooks install >"$T/out" || fail "install"
+  expect_out "already listed"
+  [ ! -e .git/hooks/pre-commit ] || fail "a git hook was installed beside the framework"
+  # What the framework runs (its entry) blocks a bug the same way.
+  plan plans/bug.json --bug "$BUG"
+  git add plans/bug.json
+  if "$SP" hooks run plans/bug.json >"$T/out" 2>&1; then fail "hooks run passed a bug"; fi
+  expect_out "NOT EQUIVALENT"
+}
+
+# CI=true: the hook verifies in process; no daemon is started or left.
+case_ci() {
+  "$SP" hooks install >/dev/null || fail "install"
+  plan plans/mlp.json
+  git add plans/mlp.json
+  CI=true git commit -m "in CI" >"$T/out" 2>&1 || fail "commit was blocked"
+  expect_out "plans/mlp.json: EQUIVALENT"
+  # (expect_no_daemon once, at the end: its `daemon status` makes the directory)
+  [ ! -e "$XDG_RUNTIME_DIR/shardproof" ] || fail "a daemon state directory appeared"
+  plan plans/bug.json --bug "$BUG"
+  git add plans/bug.json
+  if CI=true git commit -m "bug in CI" >"$T/out" 2>&1; then fail "a bug went through in CI"; fi
+  expect_out "NOT EQUIVALENT"
+  expect_no_daemon
+}
+
 # core.hooksPath is where the hook goes.
 case_hooks_path() {
   git config core.hooksPath .githooks
@@ -453,7 +489,7 @@ run_case() {
 
 if [ "$1" = all ]; then
   set -- pass bug first_commit unrelated invalid staged chained hooks_path graph_ref config \
-    unknown files harness
+    unknown files harness precommit_framework ci
 fi
 for c in "$@"; do
   run_case "$c"

@@ -292,6 +292,17 @@ TEST_F(HooksInstall, AnExistingHookIsKeptAndRestored) {
   EXPECT_EQ(read("pre-commit"), "#!/bin/sh\necho mine\n");
 }
 
+TEST(HooksPreCommitFramework, AdviceNamesTheHookOrSaysItIsListed) {
+  std::string advice = pre_commit_framework_advice("repos:\n  - repo: local\n", "1.2.3");
+  EXPECT_NE(advice.find("no git hook installed"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("      - id: shardproof-verify\n"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("rev: v1.2.3"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("pre-commit install"), std::string::npos) << advice;
+  advice = pre_commit_framework_advice("hooks:\n  - id: shardproof-verify\n", "1.2.3");
+  EXPECT_NE(advice.find("already listed"), std::string::npos) << advice;
+  EXPECT_EQ(advice.find("rev:"), std::string::npos) << advice;
+}
+
 TEST_F(HooksInstall, RefusesWhenBothNamesAreTaken) {
   write("pre-commit", "#!/bin/sh\necho one\n");
   write("pre-commit.local", "#!/bin/sh\necho two\n");

@@ -22,6 +22,7 @@
 #include "cache/verdict_cache.h"
 #include "planner/planner.h"
 #include "tests/cli_runner.h"
+#include "tests/isolated_env.h"
 #include "tests/planner_support.h"
 
 namespace shardproof::cache {
@@ -407,6 +408,72 @@ TEST_F(RemoteCacheTest, CliSharesThroughTheEnvironment) {
   EXPECT_EQ(stats["remote"]["hits"], rb["stats"]["cached"]);
   EXPECT_EQ(stats["remote"]["errors"], 0);
   EXPECT_GT(stats["remote"]["keys"].get<int>(), 0);
+}
+
+// The remote named in the repository's .shardproof.json (not the
+// environment) is used in process and through the daemon; the daemon that
+// answers once it is configured is not the one started before (the remote
+// settings are part of a daemon's identity), with the same cache directory.
+TEST_F(RemoteCacheTest, RepositoryFileConfiguresTheRemoteAndTheDaemonFollows) {
+  start();
+  testing::IsolatedEnv env;  // cache directory and daemons of this test
+  const fs::path repo = root_ + "/repo", saved_cwd = fs::current_path();
+  fs::create_directories(repo);
+  std::ofstream(repo / "plan.json") << plan_text();
+  std::ofstream(repo / "bug.json") << plan_text(some_bug());
+  unsetenv("SHARDPROOF_REMOTE_CACHE");
+  setenv("SHARDPROOF_CACHE_KEY_FILE", team_key_.c_str(), 1);
+  fs::current_path(repo);
+  auto run = [&](const std::string& args) { return testing::run_cli(args, root_ + "/err.txt"); };
+  auto daemon_pid = [&] {
+    testing::CliResult r = run("daemon status --format json");
+    return r.code == 0 ? nlohmann::json::parse(r.out).value("pid", -1) : -1;
+  };
+
+  // No remote yet: a daemon that proves alone.
+  testing::CliResult a = run("verify --format json plan.json");
+  const int first_daemon = daemon_pid();
+  EXPECT_EQ(server_->keys(), 0);
+
+  std::ofstream(repo / ".shardproof.json")
+      << nlohmann::json{{"verify", {{"remote_cache", server_->url()}}}}.dump();
+  testing::CliResult config = run("config --format json");
+  testing::CliResult b = run("verify --format json bug.json");
+  const int second_daemon = daemon_pid();
+  const long long keys = server_->keys();
+  // Another machine, in process: the file's remote has the proofs.
+  setenv("SHARDPROOF_CACHE_DIR", (env.root() + "/other-machine").c_str(), 1);
+  testing::CliResult c = run("verify --no-daemon --format json bug.json");
+  setenv("SHARDPROOF_CACHE_DIR", env.cache_dir().c_str(), 1);
+  // The environment comes before the file.
+  setenv("SHARDPROOF_REMOTE_CACHE", "unix:///nowhere/redis.sock", 1);
+  testing::CliResult overridden = run("config --format json");
+  unsetenv("SHARDPROOF_REMOTE_CACHE");
+
+  run("daemon stop");  // the daemon with the remote
+  fs::remove(repo / ".shardproof.json");
+  run("daemon stop");  // the one without
+  fs::current_path(saved_cwd);
+  unsetenv("SHARDPROOF_CACHE_KEY_FILE");
+
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(config.code, 0) << config.err;
+  nlohmann::json settings = nlohmann::json::parse(config.out);
+  EXPECT_EQ(settings["remote_cache"]["value"], server_->url());
+  EXPECT_NE(settings["remote_cache"]["origin"].get<std::string>().find(".shardproof.json"),
+            std::string::npos);
+  EXPECT_EQ(settings["remote_cache_mode"]["origin"], "default");
+  ASSERT_EQ(b.code, 1) << b.err;
+  EXPECT_GT(first_daemon, 0);
+  EXPECT_GT(second_daemon, 0);
+  EXPECT_NE(first_daemon, second_daemon) << "the daemon started without the remote answered";
+  EXPECT_GT(keys, 0) << "the daemon did not write to the remote the file names";
+  ASSERT_EQ(c.code, 1) << c.err;
+  EXPECT_EQ(nlohmann::json::parse(c.out)["stats"]["solved"].get<int>(), 0) << c.out;
+  ASSERT_EQ(overridden.code, 0) << overridden.err;
+  settings = nlohmann::json::parse(overridden.out);
+  EXPECT_EQ(settings["remote_cache"]["origin"], "SHARDPROOF_REMOTE_CACHE");
+  EXPECT_EQ(settings["remote_cache"]["value"], "unix:///nowhere/redis.sock");
 }
 
 }  // namespace

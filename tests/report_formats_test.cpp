@@ -97,7 +97,7 @@ const char* kPlanText = R"({
 }
 )";
 
-TEST(PlanLocations, LogicalTensorThenOpThenParallelTensor) {
+TEST(PlanLocations, OpThenParallelTensorThenLogicalTensor) {
   std::string text = kPlanText;
   Finding by_tensor = finding("stage 1: out[0:2]", "out", "mismatch");
   Finding by_op = by_tensor;
@@ -125,6 +125,26 @@ TEST(PlanLocations, LogicalTensorThenOpThenParallelTensor) {
   EXPECT_EQ(r.findings[4].line, 1);
   EXPECT_EQ(r.plan.file, "dir/plan.json");
   EXPECT_EQ(r.plan.line, 1);
+}
+
+// What a reviewer edits is the parallel op: the finding is placed there, and
+// its logical tensor's declaration and both ops' text are kept beside it.
+TEST(PlanLocations, ProducingOpFirstLogicalTensorApart) {
+  std::string text = kPlanText;
+  Finding f = finding("stage 1: out[0:2]", "out", "mismatch");
+  f.ops = {"p.neg"};
+  LocatedReport r = locate_report(report("dir/plan.json", Verdict::NotEquivalent, {f}), &text);
+  EXPECT_EQ(r.findings[0].line, 15);
+  ASSERT_EQ(r.logical_tensors.size(), 1u);
+  EXPECT_EQ(r.logical_tensors[0].file, "dir/plan.json");
+  EXPECT_EQ(r.logical_tensors[0].line, 6);
+  ASSERT_EQ(r.ops[0].logical.size(), 1u);
+  EXPECT_NE(r.ops[0].logical[0].find("\"name\":\"n\""), std::string::npos) << r.ops[0].logical[0];
+  ASSERT_EQ(r.ops[0].parallel.size(), 1u);
+  EXPECT_NE(r.ops[0].parallel[0].find("\"p.neg\""), std::string::npos);
+  // Not read: nothing related.
+  EXPECT_TRUE(
+      located(report("p.json", Verdict::NotEquivalent, {f})).logical_tensors[0].file.empty());
 }
 
 TEST(PlanLocations, GraphFileReferences) {
@@ -204,6 +224,48 @@ TEST(GithubFormat, EscapesDataAndProperties) {
   EXPECT_NE(e.find("100%25 wrong%0D%0Asecond line: a, b"), std::string::npos) << e;
   // Exactly the headline and the command: nothing broke onto a new line.
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2) << out;
+}
+
+// GitHub shows 10 annotations per step: the rest stay in the log as plain
+// lines and one notice counts them, whichever plan they belong to.
+TEST(GithubFormat, AtMostTenAnnotationsPerStepThenOneNotice) {
+  std::vector<Finding> seven(7, finding("stage 1", "out", "mismatch"));
+  GithubAnnotations step;
+  std::string out = step.render(located(report("a.json", Verdict::NotEquivalent, seven)));
+  out += step.render(located(report("b.json", Verdict::NotEquivalent, seven)));
+  out += step.finish();
+  EXPECT_EQ(lines_starting(out, "::error ").size(), 10u) << out;
+  EXPECT_EQ(lines_starting(out, "b.json:1: shardproof: not equivalent: mismatch").size(), 4u);
+  std::vector<std::string> notices = lines_starting(out, "::notice ");
+  ASSERT_EQ(notices.size(), 1u) << out;
+  EXPECT_NE(notices[0].find("4 more problems not annotated"), std::string::npos) << notices[0];
+  EXPECT_EQ(step.finish(), "");
+
+  GithubAnnotations exact;
+  out = exact.render(
+      located(report("c.json", Verdict::NotEquivalent, std::vector<Finding>(10, seven[0]))));
+  out += exact.finish();
+  EXPECT_EQ(lines_starting(out, "::error ").size(), 10u);
+  EXPECT_TRUE(lines_starting(out, "::notice ").empty()) << out;
+}
+
+TEST(StepSummary, VerdictsAndAFindingsTable) {
+  Finding f = finding("stage 1", "out", "mismatch");
+  f.message = "a | b\nc";
+  std::string md = render_step_summary({located(report("ok.json", Verdict::Equivalent)),
+                                        located(report("bad.json", Verdict::NotEquivalent, {f})),
+                                        located(invalid_report("inv.json"))});
+  EXPECT_NE(md.find("- ✅ ok.json: EQUIVALENT"), std::string::npos) << md;
+  EXPECT_NE(md.find("- ❌ bad.json: NOT EQUIVALENT"), std::string::npos) << md;
+  EXPECT_NE(md.find("[shape] matmul: inner dimensions"), std::string::npos) << md;
+  EXPECT_NE(md.find("| plan | kind | stage | logical tensor | where | ranks | finding |"),
+            std::string::npos);
+  EXPECT_NE(md.find("| bad.json | mismatch | stage 1 | `out` | `bad.json:1` | ranks not known | "
+                    "a \\| b c |"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(render_step_summary({located(report("ok.json", Verdict::Equivalent))}).find("| plan"),
+            std::string::npos);
 }
 
 TEST(GithubFormat, EquivalentHasNoCommands) {
@@ -412,6 +474,22 @@ TEST(SarifFormat, OneResultPerProblemWithRulesAndLocations) {
             "file:///data/gone%3A1.json");
   EXPECT_FALSE(results[3]["locations"][0]["physicalLocation"].contains("region"));
   EXPECT_EQ(run["invocations"][0]["executionSuccessful"], false);
+}
+
+TEST(SarifFormat, ResultAtTheOpLogicalTensorRelated) {
+  std::string text = kPlanText;
+  Finding f = finding("stage 1: out[0:2]", "out", "mismatch");
+  f.ops = {"p.neg"};
+  nlohmann::json log = nlohmann::json::parse(
+      render_sarif({locate_report(report("plan.json", Verdict::NotEquivalent, {f}), &text)}));
+  const nlohmann::json& result = log["runs"][0]["results"][0];
+  EXPECT_EQ(result["locations"][0]["physicalLocation"]["region"]["startLine"], 15);
+  ASSERT_EQ(result["relatedLocations"].size(), 1u) << result.dump(2);
+  const nlohmann::json& related = result["relatedLocations"][0];
+  EXPECT_EQ(related["id"], 0);
+  EXPECT_EQ(related["physicalLocation"]["artifactLocation"]["uri"], "plan.json");
+  EXPECT_EQ(related["physicalLocation"]["region"]["startLine"], 6);
+  EXPECT_EQ(related["message"]["text"], "logical tensor out");
 }
 
 TEST(SarifFormat, EquivalentHasNoResultsAndBadBytesStayJson) {

@@ -55,31 +55,46 @@ json row_parallel(bool bias_before_reduce, bool with_src) {
        outputs = json::array(), reduce_in = json::array(), reduce_out = json::array();
   for (int r = 0; r < 2; ++r) {
     const std::string p = "tp" + std::to_string(r) + ".";
-    tensors[p + "x"] = tensor({4, 4}, r, {{"tensor", "x"}, {"slice", {{0, 4}, {4 * r, 4 * r + 4}}}});
-    tensors[p + "w"] = tensor({4, 4}, r, {{"tensor", "w"}, {"slice", {{4 * r, 4 * r + 4}, {0, 4}}}});
+    tensors[p + "x"] =
+        tensor({4, 4}, r, {{"tensor", "x"}, {"slice", {{0, 4}, {4 * r, 4 * r + 4}}}});
+    tensors[p + "w"] =
+        tensor({4, 4}, r, {{"tensor", "w"}, {"slice", {{4 * r, 4 * r + 4}, {0, 4}}}});
     tensors[p + "b"] = tensor({4}, r, {{"tensor", "b"}});
     for (const char* in : {"x", "w", "b"}) inputs.push_back(p + in);
     tensors[p + "h"] = tensor({4, 4}, r, {{"tensor", "h"}, {"part", {r, 2}}});
     tensors[p + "y"] = tensor({4, 4}, r, {{"tensor", "y"}});
     outputs.push_back(p + "y");
-    ops.push_back({{"name", p + "fc"}, {"op", "matmul"}, {"in", {p + "x", p + "w"}},
-                   {"out", {p + "h"}}, {"src", src(30)}});
+    ops.push_back({{"name", p + "fc"},
+                   {"op", "matmul"},
+                   {"in", {p + "x", p + "w"}},
+                   {"out", {p + "h"}},
+                   {"src", src(30)}});
     if (bias_before_reduce) {
       tensors[p + "hb"] = tensor({4, 4}, r);
-      ops.push_back({{"name", p + "bias"}, {"op", "add"}, {"in", {p + "h", p + "b"}},
-                     {"out", {p + "hb"}}, {"src", src(31)}});
+      ops.push_back({{"name", p + "bias"},
+                     {"op", "add"},
+                     {"in", {p + "h", p + "b"}},
+                     {"out", {p + "hb"}},
+                     {"src", src(31)}});
       reduce_in.push_back(p + "hb");
       reduce_out.push_back(p + "y");
     } else {
       tensors[p + "s"] = tensor({4, 4}, r);
       reduce_in.push_back(p + "h");
       reduce_out.push_back(p + "s");
-      ops.push_back({{"name", p + "bias"}, {"op", "add"}, {"in", {p + "s", p + "b"}},
-                     {"out", {p + "y"}}, {"src", src(33)}});
+      ops.push_back({{"name", p + "bias"},
+                     {"op", "add"},
+                     {"in", {p + "s", p + "b"}},
+                     {"out", {p + "y"}},
+                     {"src", src(33)}});
     }
   }
-  ops.push_back({{"name", "tp_allreduce"}, {"op", "all_reduce"}, {"in", reduce_in},
-                 {"out", reduce_out}, {"group", {0, 1}}, {"src", src(32, "reduce")}});
+  ops.push_back({{"name", "tp_allreduce"},
+                 {"op", "all_reduce"},
+                 {"in", reduce_in},
+                 {"out", reduce_out},
+                 {"group", {0, 1}},
+                 {"src", src(32, "reduce")}});
   if (!with_src)
     for (json& op : ops) op.erase("src");
   return {{"format", "shardproof-plan/1"},
@@ -216,9 +231,14 @@ TEST(SourceLocation, CiFormatsPointAtTheUsersLine) {
   const json& physical = result["locations"][0]["physicalLocation"];
   EXPECT_EQ(physical["artifactLocation"]["uri"], "model/mlp.py") << result.dump(1);
   EXPECT_EQ(physical["region"]["startLine"], first.line) << result.dump(1);
-  if (r.findings[0].sources.size() > 1) {
-    EXPECT_EQ(result["relatedLocations"].size(), r.findings[0].sources.size() - 1);
-  }
+  // Related: the logical tensor's declaration in the plan (id 0), then the
+  // further source lines.
+  const json& related = result["relatedLocations"];
+  ASSERT_EQ(related.size(), r.findings[0].sources.size()) << result.dump(1);
+  EXPECT_EQ(related[0]["id"], 0);
+  EXPECT_EQ(related[0]["message"]["text"], "logical tensor " + r.findings[0].tensor);
+  for (size_t i = 1; i < related.size(); ++i)
+    EXPECT_EQ(related[i]["physicalLocation"]["region"]["startLine"], r.findings[0].sources[i].line);
 
   const std::string junit = cli::render_junit({located});
   EXPECT_NE(junit.find("file=\"model/mlp.py\" line=\"" + std::to_string(first.line) + "\""),

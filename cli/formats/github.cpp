@@ -52,16 +52,29 @@ bool is_undecided(const Finding& f) {
 
 }  // namespace
 
-std::string render_github(const LocatedReport& located) {
+std::string GithubAnnotations::annotate(const char* level, const SourceLocation& where,
+                                        const std::string& title, const std::string& message) {
+  if (shown_ < limit_) {
+    ++shown_;
+    return command(level, where, title, message);
+  }
+  // Past the limit the runner would drop it silently: the log keeps it.
+  ++held_back_;
+  std::string place = where.file;
+  if (where.line > 0) place += ":" + std::to_string(where.line);
+  return place + ": " + title + ": " + message + "\n";
+}
+
+std::string GithubAnnotations::render(const LocatedReport& located) {
   const Report& r = located.report;
   std::string out = report_headline(r) + "\n";
   size_t errors = 0, warnings = 0;
   for (size_t i = 0; i < r.findings.size(); ++i) {
     const Finding& f = r.findings[i];
     bool undecided = is_undecided(f);
-    out += command(undecided ? "warning" : "error", located.findings[i],
-                   undecided ? "shardproof: unknown" : "shardproof: not equivalent",
-                   finding_summary(f));
+    out += annotate(undecided ? "warning" : "error", located.findings[i],
+                    undecided ? "shardproof: unknown" : "shardproof: not equivalent",
+                    finding_summary(f));
     ++(undecided ? warnings : errors);
   }
   switch (r.verdict) {
@@ -75,25 +88,42 @@ std::string render_github(const LocatedReport& located) {
         message = (r.invalid->pointer.empty() ? std::string("(root)") : r.invalid->pointer) + ": " +
                   r.invalid->message;
       }
-      out += command("error", located.plan, title, message);
+      out += annotate("error", located.plan, title, message);
       break;
     }
     case Verdict::InternalError:
-      out += command("error", located.plan, "shardproof: internal error", r.error);
+      out += annotate("error", located.plan, "shardproof: internal error", r.error);
       break;
     case Verdict::NotEquivalent:
       // Findings say where; without any, the plan itself still fails.
       if (errors == 0)
-        out += command("error", located.plan, "shardproof: not equivalent",
-                       "not equivalent, and no finding says where");
+        out += annotate("error", located.plan, "shardproof: not equivalent",
+                        "not equivalent, and no finding says where");
       break;
     case Verdict::Unknown:
       if (errors + warnings == 0)
-        out += command("warning", located.plan, "shardproof: unknown",
-                       r.error.empty() ? "some claims were not decided" : r.error);
+        out += annotate("warning", located.plan, "shardproof: unknown",
+                        r.error.empty() ? "some claims were not decided" : r.error);
       break;
   }
   return out;
+}
+
+std::string GithubAnnotations::finish() {
+  if (held_back_ == 0) return "";
+  std::string n = std::to_string(held_back_);
+  std::string message = n + " more problem" + (held_back_ == 1 ? "" : "s") +
+                        " not annotated (GitHub shows " + std::to_string(limit_) +
+                        " annotations per step): see the lines above without \"::\"";
+  held_back_ = 0;
+  return "::notice title=" + escape("shardproof: " + n + " more", true) +
+         "::" + escape(message, false) + "\n";
+}
+
+std::string render_github(const LocatedReport& report) {
+  GithubAnnotations annotations;
+  std::string out = annotations.render(report);
+  return out + annotations.finish();
 }
 
 }  // namespace shardproof::cli

@@ -36,51 +36,6 @@ bool xml_char(char32_t c) {
          (c >= 0xE000 && c <= 0xFFFD) || (c >= 0x10000 && c <= 0x10FFFF);
 }
 
-// Escaped for an attribute value (in double quotes) or element text. Bytes
-// that are not UTF-8 and characters XML forbids become U+FFFD: messages may
-// quote a garbage plan. In attributes, tab and line breaks are character
-// references, or a parser would normalise them to spaces.
-std::string xml_escape(std::string_view s, bool attribute) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    char32_t c = 0;
-    size_t len = decode_utf8(s, i, &c);
-    if (len == 0 || !xml_char(c)) {
-      out += "\xEF\xBF\xBD";  // U+FFFD
-      i += len == 0 ? 1 : len;
-      continue;
-    }
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += attribute ? "&quot;" : "\"";
-        break;
-      case '\r':
-        out += "&#13;";
-        break;
-      case '\n':
-        out += attribute ? "&#10;" : "\n";
-        break;
-      case '\t':
-        out += attribute ? "&#9;" : "\t";
-        break;
-      default:
-        out.append(s.substr(i, len));
-    }
-    i += len;
-  }
-  return out;
-}
-
 std::string attr(const char* name, std::string_view value) {
   return std::string(" ") + name + "=\"" + xml_escape(value, true) + "\"";
 }
@@ -192,6 +147,47 @@ std::string case_xml(const std::string& classname, const TestCase& c) {
 }
 
 }  // namespace
+
+std::string xml_escape(std::string_view s, bool attribute) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    char32_t c = 0;
+    size_t len = decode_utf8(s, i, &c);
+    if (len == 0 || !xml_char(c)) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      i += len == 0 ? 1 : len;
+      continue;
+    }
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += attribute ? "&quot;" : "\"";
+        break;
+      case '\r':
+        out += "&#13;";
+        break;
+      case '\n':
+        out += attribute ? "&#10;" : "\n";
+        break;
+      case '\t':
+        out += attribute ? "&#9;" : "\t";
+        break;
+      default:
+        out.append(s.substr(i, len));
+    }
+    i += len;
+  }
+  return out;
+}
 
 std::string render_junit(const std::vector<LocatedReport>& reports) {
   Counts total;

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -25,6 +27,11 @@ struct GraphIndex {
   std::unordered_map<std::string, Pos> tensors;  // name -> its key in "tensors"
   std::unordered_map<std::string, Pos> ops;      // name -> its "name" key
   std::vector<Pos> op_starts;                    // every op, by index: where it starts
+  // Parallel graph: a tensor's "rank", an op's "rank" or "group".
+  std::unordered_map<std::string, std::vector<int64_t>> ranks;
+  // The ops, by name and by the tensors they write; `document` owns them.
+  std::unordered_map<std::string, const Value*> op_by_name, producer;
+  std::shared_ptr<const Value> document;
 };
 
 const Value* member(const Value& object, const char* key) {
@@ -33,20 +40,77 @@ const Value* member(const Value& object, const char* key) {
   return i < 0 ? nullptr : &object.items[i];
 }
 
+// A small non-negative integer, or -1.
+int64_t integer(const Value* v) {
+  if (v == nullptr || !v->is(Value::Kind::Number) || v->text.empty() || v->text.size() > 9 ||
+      v->text.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  return std::stoll(v->text);
+}
+
+std::vector<int64_t> ranks_of(const Value& decl) {
+  std::vector<int64_t> out;
+  if (int64_t r = integer(member(decl, "rank")); r >= 0) out.push_back(r);
+  if (const Value* group = member(decl, "group"); group && group->is(Value::Kind::Array))
+    for (const Value& r : group->items)
+      if (integer(&r) >= 0) out.push_back(integer(&r));
+  return out;
+}
+
+// A compact plan's parallel.mesh; else a generated plan's meta sizes
+// (pp, dp, cp, tp: Megatron's rank order) when they multiply to world.
+MeshShape mesh_of(const Value& root) {
+  MeshShape mesh;
+  const Value* parallel = member(root, "parallel");
+  if (parallel == nullptr) return mesh;
+  if (const Value* m = member(*parallel, "mesh")) {
+    const Value* axes = member(*m, "axes");
+    if (axes == nullptr || !axes->is(Value::Kind::Array)) return mesh;
+    for (const Value& a : axes->items) {
+      if (!a.is(Value::Kind::Array) || a.items.size() != 2 || !a.items[0].is(Value::Kind::String) ||
+          integer(&a.items[1]) < 1)
+        return MeshShape{};
+      mesh.axes.push_back({a.items[0].text, integer(&a.items[1])});
+    }
+    mesh.microbatches = std::max<int64_t>(1, integer(member(*m, "mb")));
+    mesh.source = "parallel.mesh";
+    return mesh;
+  }
+  const Value* meta = member(root, "meta");
+  const int64_t world = integer(member(*parallel, "world"));
+  if (meta == nullptr || world < 1) return mesh;
+  for (const char* axis : {"pp", "dp", "cp", "tp"}) {
+    int64_t size = integer(member(*meta, axis));
+    if (size > 1 || (size == 1 && axis != std::string("cp"))) mesh.axes.push_back({axis, size});
+  }
+  if (mesh.axes.empty() || mesh.world() != world) return MeshShape{};
+  mesh.microbatches = std::max<int64_t>(1, integer(member(*meta, "microbatches")));
+  mesh.source = "meta";
+  return mesh;
+}
+
 GraphIndex index_graph(const Value& graph, std::string file) {
   GraphIndex g;
   g.file = std::move(file);
   if (const Value* tensors = member(graph, "tensors");
       tensors && tensors->is(Value::Kind::Object)) {
-    for (size_t i = 0; i < tensors->keys.size(); ++i)
+    for (size_t i = 0; i < tensors->keys.size(); ++i) {
       g.tensors.emplace(tensors->keys[i].name, tensors->keys[i].pos);  // the first of duplicates
+      g.ranks.emplace(tensors->keys[i].name, ranks_of(tensors->items[i]));
+    }
   }
   if (const Value* ops = member(graph, "ops"); ops && ops->is(Value::Kind::Array)) {
     for (const Value& op : ops->items) {
       g.op_starts.push_back(op.pos);
       int name = op.is(Value::Kind::Object) ? op.find("name") : -1;
-      if (name >= 0 && op.items[name].is(Value::Kind::String))
+      if (const Value* out = member(op, "out"); out && out->is(Value::Kind::Array))
+        for (const Value& t : out->items)
+          if (t.is(Value::Kind::String)) g.producer.emplace(t.text, &op);
+      if (name >= 0 && op.items[name].is(Value::Kind::String)) {
+        g.op_by_name.emplace(op.items[name].text, &op);
         g.ops.emplace(op.items[name].text, op.keys[name].pos);
+        g.ranks.emplace(op.items[name].text, ranks_of(op));
+      }
     }
   }
   return g;
@@ -59,12 +123,48 @@ class PlanLocator {
   PlanLocator(const std::string& path, const std::string& text) : path_(path) {
     jsonsrc::ParseResult parsed = jsonsrc::parse(text);
     if (!parsed.value) return;
+    root_ = parsed.value;
     logical_ = graph(*parsed.value, "logical");
     parallel_ = graph(*parsed.value, "parallel");
+    mesh_ = mesh_of(*parsed.value);
   }
 
+  const MeshShape& mesh() const { return mesh_; }
+
+  FindingOps ops(const Finding& f) const {
+    FindingOps out;
+    if (auto it = logical_.producer.find(f.tensor); it != logical_.producer.end())
+      out.logical.push_back(jsonsrc::serialize(*it->second));
+    for (const std::string& name : f.ops) {
+      auto it = parallel_.op_by_name.find(name);
+      if (it != parallel_.op_by_name.end()) out.parallel.push_back(jsonsrc::serialize(*it->second));
+    }
+    return out;
+  }
+
+  // The ranks of the finding's parallel tensors (else of its ops): as
+  // declared (v1), else by the coordinates their names spell (a compact
+  // plan's instances); the micro-batch is the name's "mb<N>" part.
+  std::vector<MeshSite> sites(const Finding& f) const {
+    std::set<MeshSite> out;
+    for (const auto* names : {&f.parallel_tensors, &f.ops}) {
+      for (const std::string& name : *names) {
+        std::map<std::string, int64_t> coords = name_coordinates(name);
+        const int64_t mb = coords.count("mb") ? coords["mb"] : -1;
+        auto it = parallel_.ranks.find(name);
+        if (it != parallel_.ranks.end() && !it->second.empty()) {
+          for (int64_t rank : it->second) out.insert({rank, mb});
+        } else if (int64_t rank = rank_of(mesh_, coords); rank >= 0) {
+          out.insert({rank, mb});
+        }
+      }
+      if (!out.empty()) break;
+    }
+    return {out.begin(), out.end()};
+  }
+
+  // The producing parallel op first: a finding's fix is in the parallel graph.
   std::optional<SourceLocation> find(const Finding& f) const {
-    if (auto at = lookup(logical_, logical_.tensors, f.tensor)) return at;
     for (const std::string& op : f.ops) {
       if (auto at = lookup(parallel_, parallel_.ops, op)) return at;
       if (auto at = unnamed_op(op)) return at;
@@ -72,7 +172,11 @@ class PlanLocator {
     for (const std::string& t : f.parallel_tensors) {
       if (auto at = lookup(parallel_, parallel_.tensors, t)) return at;
     }
-    return std::nullopt;
+    return logical_tensor(f);
+  }
+
+  std::optional<SourceLocation> logical_tensor(const Finding& f) const {
+    return lookup(logical_, logical_.tensors, f.tensor);
   }
 
  private:
@@ -81,7 +185,11 @@ class PlanLocator {
   GraphIndex graph(const Value& root, const char* key) const {
     const Value* g = member(root, key);
     if (g == nullptr) return {};
-    if (!g->is(Value::Kind::String)) return index_graph(*g, path_);
+    if (!g->is(Value::Kind::String)) {
+      GraphIndex index = index_graph(*g, path_);
+      index.document = root_;
+      return index;
+    }
     if (g->text.empty()) return {};
     std::string base = fs::path(path_).parent_path().string();
     std::string why;
@@ -92,7 +200,9 @@ class PlanLocator {
     if (!text) return {};
     jsonsrc::ParseResult parsed = jsonsrc::parse(*text);
     if (!parsed.value) return {};
-    return index_graph(*parsed.value, resolved);
+    GraphIndex index = index_graph(*parsed.value, resolved);
+    index.document = parsed.value;
+    return index;
   }
 
   static std::optional<SourceLocation> lookup(const GraphIndex& g,
@@ -119,7 +229,9 @@ class PlanLocator {
   }
 
   std::string path_;
+  std::shared_ptr<const Value> root_;
   GraphIndex logical_, parallel_;
+  MeshShape mesh_;
 };
 
 }  // namespace
@@ -137,6 +249,10 @@ LocatedReport locate_report(Report report, const std::string* plan_text) {
   if (plan_text != nullptr && !report.findings.empty())
     locator = std::make_unique<PlanLocator>(path, *plan_text);
   for (const Finding& f : report.findings) {
+    out.sites.push_back(locator ? locator->sites(f) : std::vector<MeshSite>{});
+    out.ops.push_back(locator ? locator->ops(f) : FindingOps{});
+    std::optional<SourceLocation> tensor = locator ? locator->logical_tensor(f) : std::nullopt;
+    out.logical_tensors.push_back(tensor.value_or(SourceLocation{}));
     // A captured plan's finding belongs at the user's own line, not the plan's.
     if (!f.sources.empty()) {
       const SourceRef& src = f.sources.front();
@@ -146,6 +262,7 @@ LocatedReport locate_report(Report report, const std::string* plan_text) {
     std::optional<SourceLocation> at = locator ? locator->find(f) : std::nullopt;
     out.findings.push_back(at ? *at : SourceLocation{path, 1, 0});
   }
+  if (locator) out.mesh = locator->mesh();
   out.report = std::move(report);
   return out;
 }

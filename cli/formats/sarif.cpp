@@ -71,24 +71,32 @@ ordered_json result(RuleIndex rule, const std::string& text, const SourceLocatio
           {"locations", location(where)}};
 }
 
-ordered_json finding_result(const Report& r, const Finding& f, const SourceLocation& where) {
-  ordered_json out =
-      result(f.kind == "unknown" ? kUnknown : kNotEquivalent, finding_summary(f), where);
+ordered_json related_location(const SourceLocation& where, int id, const std::string& text) {
+  ordered_json one = location(where)[0];
+  one["id"] = id;
+  one["message"] = {{"text", text}};
+  return one;
+}
+
+// Located at the producing op (or the user's line); the logical tensor's
+// declaration and a captured plan's further source lines are related.
+ordered_json finding_result(const LocatedReport& located, size_t i) {
+  const Report& r = located.report;
+  const Finding& f = r.findings[i];
+  ordered_json out = result(f.kind == "unknown" ? kUnknown : kNotEquivalent, finding_summary(f),
+                            located.findings[i]);
   out["properties"] = {
       {"plan", r.plan_path}, {"kind", f.kind},         {"stage", f.stage},
       {"tensor", f.tensor},  {"elements", f.elements}, {"parallelTensors", f.parallel_tensors},
       {"ops", f.ops}};
-  // A captured plan's further source lines (the first is the location).
-  if (f.sources.size() > 1) {
-    ordered_json related = ordered_json::array();
-    for (size_t i = 1; i < f.sources.size(); ++i) {
-      ordered_json one = location({f.sources[i].file, static_cast<int>(f.sources[i].line), 0})[0];
-      one["id"] = static_cast<int>(i);
-      one["message"] = {{"text", source_to_string(f.sources[i])}};
-      related.push_back(std::move(one));
-    }
-    out["relatedLocations"] = std::move(related);
-  }
+  ordered_json related = ordered_json::array();
+  const SourceLocation& tensor = located.logical_tensors.at(i);
+  if (!tensor.file.empty())
+    related.push_back(related_location(tensor, 0, "logical tensor " + f.tensor));
+  for (size_t k = 1; k < f.sources.size(); ++k)
+    related.push_back(related_location({f.sources[k].file, static_cast<int>(f.sources[k].line), 0},
+                                       static_cast<int>(k), source_to_string(f.sources[k])));
+  if (!related.empty()) out["relatedLocations"] = std::move(related);
   return out;
 }
 
@@ -96,8 +104,7 @@ ordered_json finding_result(const Report& r, const Finding& f, const SourceLocat
 // more precise says why it is not equivalent.
 void add_results(const LocatedReport& located, ordered_json& results) {
   const Report& r = located.report;
-  for (size_t i = 0; i < r.findings.size(); ++i)
-    results.push_back(finding_result(r, r.findings[i], located.findings[i]));
+  for (size_t i = 0; i < r.findings.size(); ++i) results.push_back(finding_result(located, i));
   switch (r.verdict) {
     case Verdict::Equivalent:
       break;
