@@ -18,9 +18,24 @@ AttrMap with_shape(AttrMap attrs, const Shape& shape) {
   return attrs;
 }
 
+// "" when `value` fits the class of `dtype` (an integer for i32/i64, 0 or 1
+// for bool, anything for a real dtype), else why not; `whose` names where
+// the dtype came from.
+std::string check_value_fits(const Rational& value, DType dtype, const std::string& whose) {
+  if (dclass_of(dtype) == DClass::Int && value.get_den() != 1)
+    return "const: value " + rational_to_string(value) + " is not an integer, but " + whose +
+           " is " + dtype_name(dtype);
+  if (dclass_of(dtype) == DClass::Bool && value != 0 && value != 1)
+    return "const: a bool constant must have value 0 or 1, found " + rational_to_string(value) +
+           " (" + whose + " is bool)";
+  return "";
+}
+
 // const {value, shape, dtype?}. Without `dtype` (a project addition, see
-// docs/plan-format.md) the dtype is i64 for an integral value and f32
-// otherwise; with it, the value must fit the dtype's class.
+// docs/plan-format.md) the constant takes the dtype of the tensor it
+// defines (take_declared_dtypes); `infer` alone, without a declaration,
+// gives i64 for an integral value and f32 otherwise. With `dtype`, the value
+// must fit the dtype's class.
 struct Const {
   static std::string name() { return "const"; }
   static std::string infer(const AttrMap& attrs, const std::vector<TensorInfo>& in, size_t n_out,
@@ -36,22 +51,26 @@ struct Const {
     TensorInfo t;
     if (auto e = check_shape_attr("const", attrs, t.shape); !e.empty()) return e;
     const Rational value = attrs.at("value").number;
-    const bool integral = value.get_den() == 1;
-    t.dtype = integral ? DType::I64 : DType::F32;
+    t.dtype = value.get_den() == 1 ? DType::I64 : DType::F32;
     if (attrs.count("dtype")) {
       auto dt = parse_dtype(attrs.at("dtype").text);
       if (!dt)
         return "const: dtype must be one of f32, f16, bf16, f64, i32, i64, bool, found " +
                attrs.at("dtype").describe();
       t.dtype = *dt;
-      if (dclass_of(t.dtype) == DClass::Int && !integral)
-        return "const: value " + rational_to_string(value) + " is not an integer, but dtype is " +
-               dtype_name(t.dtype);
-      if (dclass_of(t.dtype) == DClass::Bool && value != 0 && value != 1)
-        return "const: a bool constant must have value 0 or 1, found " + rational_to_string(value);
+      if (auto e = check_value_fits(value, t.dtype, "its dtype"); !e.empty()) return e;
     }
     out = {t};
     return "";
+  }
+  // Issue 20, family 6: `{value: 0}` or `{value: 1.0}` (the exact number 1)
+  // defining an f32 tensor is a real constant, not an integer one refused.
+  static std::string take_declared_dtypes(const AttrMap& attrs,
+                                          const std::vector<TensorInfo>& declared,
+                                          std::vector<TensorInfo>& out) {
+    if (attrs.count("dtype") || declared.size() != 1 || out.size() != 1) return "";
+    out[0].dtype = declared[0].dtype;
+    return check_value_fits(attrs.at("value").number, out[0].dtype, "the tensor it defines");
   }
   template <class Alg>
   static std::vector<Tensor<typename Alg::Value>> eval(

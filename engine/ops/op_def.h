@@ -115,6 +115,18 @@ class OpDef {
   virtual std::string infer(const AttrMap& attrs, const std::vector<TensorInfo>& in, size_t n_out,
                             std::vector<TensorInfo>& out) const = 0;
 
+  // Plan validation calls this after `infer` with the plan's declared
+  // outputs: an operator whose output dtype the declaration decides (`const`
+  // without a `dtype` attribute takes the dtype of the tensor it defines)
+  // sets it in `out` and checks it fits. Returns "" or a message. Default:
+  // nothing to take.
+  virtual std::string take_declared_dtypes(const AttrMap& attrs,
+                                           const std::vector<TensorInfo>& declared,
+                                           std::vector<TensorInfo>& out) const {
+    (void)attrs, (void)declared, (void)out;
+    return "";
+  }
+
   // Relations between axes of inputs and outputs, for shape reduction.
   // Broadcast (size-1) dims need no relation. The default freezes every axis.
   virtual void relate_axes(const AttrMap& attrs, const std::vector<TensorInfo>& in,

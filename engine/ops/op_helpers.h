@@ -197,6 +197,7 @@ void relate_moved_positions(AxisRelations& rel, size_t n_in, size_t n_out);
 //   static constexpr bool kCollective;
 //   static void relate_axes(attrs, in, out, rel);
 //   static AttrMap reduce_attrs(attrs, reduced_in, reduced_out, position);
+//   static std::string take_declared_dtypes(attrs, declared, out);
 template <class Impl>
 class OpDefOf final : public TemplateOpDef<Impl> {
  public:
@@ -220,6 +221,13 @@ class OpDefOf final : public TemplateOpDef<Impl> {
       return Impl::reduce_attrs(attrs, reduced_in, reduced_out, position);
     else
       return OpDef::reduce_attrs(attrs, reduced_in, reduced_out, position);
+  }
+  std::string take_declared_dtypes(const AttrMap& attrs, const std::vector<TensorInfo>& declared,
+                                   std::vector<TensorInfo>& out) const override {
+    if constexpr (requires { Impl::take_declared_dtypes(attrs, declared, out); })
+      return Impl::take_declared_dtypes(attrs, declared, out);
+    else
+      return OpDef::take_declared_dtypes(attrs, declared, out);
   }
 };
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -72,38 +73,65 @@ class ModelFunctions : public FunctionTable {
   const std::map<std::string, z3::func_decl>& decls_;
 };
 
-class Prover {
- public:
-  Prover(const Stage& stage, const ProverOptions& options)
-      : stage_(stage), options_(options), alg_(ctx_) {}
+Finding base_finding(const Stage& stage) {
+  Finding f;
+  f.stage = "stage " + std::to_string(stage.id) + ": " + stage.title;
+  f.tensor = stage.tensors[stage.target].name;
+  return f;
+}
 
-  StageOutcome run() {
-    StageOutcome out;
-    const int64_t elements = stage_.element_count();
-    if (elements > options_.max_stage_elements) {
-      // Too large to prove, perhaps not to refute (wrong-offset bugs keep
-      // their contradicting lines whole): a concrete mismatch is a witness.
-      if (options_.test_trials > 0 && elements <= options_.max_test_elements) {
-        // Testing is all there is here: ids aimed at the stage's bounds too.
-        if (std::optional<Finding> found =
-                refute_by_testing(stage_, options_.test_trials, /*aim_at_constants=*/true)) {
-          out.findings.push_back(*found);
-          out.status = StageStatus::Refuted;
-          return out;
-        }
-      }
-      return unknown(out, "the stage has " + std::to_string(elements) +
-                              " elements after shape reduction (limit " +
-                              std::to_string(options_.max_stage_elements) + ")" +
-                              (stage_.reduction_note.empty() ? "" : "; " + stage_.reduction_note));
-    }
-    if (options_.test_trials > 0) {
-      if (std::optional<Finding> found = refute_by_testing(stage_, options_.test_trials)) {
+StageOutcome& unknown_outcome(const Stage& stage, StageOutcome& out, const std::string& why) {
+  Finding f = base_finding(stage);
+  f.kind = "unknown";
+  f.message = why;
+  out.findings.push_back(f);
+  out.status = StageStatus::Unknown;
+  return out;
+}
+
+// What is decided before any solver call (no Z3 context is made for it: making
+// one costs about as much as solving a small stage): a stage too large for
+// the solver is tested or unknown; any other is refuted if testing finds a
+// difference. nullopt: the solver decides.
+std::optional<StageOutcome> decided_by_testing(const Stage& stage, const ProverOptions& options) {
+  StageOutcome out;
+  const int64_t elements = stage.element_count();
+  if (elements > options.max_stage_elements) {
+    // Too large to prove, perhaps not to refute (wrong-offset bugs keep
+    // their contradicting lines whole): a concrete mismatch is a witness.
+    if (options.test_trials > 0 && elements <= options.max_test_elements) {
+      // Testing is all there is here: ids aimed at the stage's bounds too.
+      if (std::optional<Finding> found =
+              refute_by_testing(stage, options.test_trials, /*aim_at_constants=*/true)) {
         out.findings.push_back(*found);
         out.status = StageStatus::Refuted;
         return out;
       }
     }
+    return unknown_outcome(stage, out,
+                           "the stage has " + std::to_string(elements) +
+                               " elements after shape reduction (limit " +
+                               std::to_string(options.max_stage_elements) + ")" +
+                               (stage.reduction_note.empty() ? "" : "; " + stage.reduction_note));
+  }
+  if (options.test_trials > 0) {
+    if (std::optional<Finding> found = refute_by_testing(stage, options.test_trials)) {
+      out.findings.push_back(*found);
+      out.status = StageStatus::Refuted;
+      return out;
+    }
+  }
+  return std::nullopt;
+}
+
+class Prover {
+ public:
+  Prover(const Stage& stage, const ProverOptions& options)
+      : stage_(stage), options_(options), alg_(ctx_) {}
+
+  // The solver's part: testing (decided_by_testing) found nothing.
+  StageOutcome run() {
+    StageOutcome out;
     auto leaf = [this](const std::string& name, DClass cls) {
       z3::expr v = leaf_const(ctx_, name, cls);
       int t = leaf_tensor(name);
@@ -317,20 +345,9 @@ class Prover {
     return solver;
   }
 
-  Finding base_finding() const {
-    Finding f;
-    f.stage = "stage " + std::to_string(stage_.id) + ": " + stage_.title;
-    f.tensor = stage_.tensors[stage_.target].name;
-    return f;
-  }
-
+  Finding base_finding() const { return shardproof::base_finding(stage_); }
   StageOutcome& unknown(StageOutcome& out, const std::string& why) {
-    Finding f = base_finding();
-    f.kind = "unknown";
-    f.message = why;
-    out.findings.push_back(f);
-    out.status = StageStatus::Unknown;
-    return out;
+    return unknown_outcome(stage_, out, why);
   }
 
   // Builds the finding for a satisfying model and replays it concretely.
@@ -411,8 +428,12 @@ StageOutcome prove_stage(const Stage& stage, const ProverOptions& options) {
   auto start = Clock::now();
   StageOutcome out;
   try {
-    Prover prover(stage, options);
-    out = prover.run();
+    if (std::optional<StageOutcome> decided = decided_by_testing(stage, options)) {
+      out = std::move(*decided);
+    } else {
+      Prover prover(stage, options);
+      out = prover.run();
+    }
   } catch (const z3::exception& e) {
     out = StageOutcome{};
     out.status = StageStatus::InternalError;

@@ -14,8 +14,8 @@ out="$build/fuzz-soundness"
 mkdir -p "$out"
 seed="${SOUNDNESS_FUZZ_SEED:-$(date +%s)}"
 status=0
-"$build/tests/shardproof_soundness_fuzz" "$seconds" "$seed" "$out" & a=$!
-"$build/tests/shardproof_soundness_fuzz" "$seconds" "$((seed + 1))" "$out" & b=$!
+"$build/shardproof_soundness_fuzz" "$seconds" "$seed" "$out" & a=$!
+"$build/shardproof_soundness_fuzz" "$seconds" "$((seed + 1))" "$out" & b=$!
 wait "$a" || status=1
 wait "$b" || status=1
 exit "$status"

@@ -1,213 +1,77 @@
 // The soundness fuzzer (docs/soundness.md, section 8): random small
-// well-typed plans, each a one-rank copy of its logical graph with or
-// without an injected fault, verified by the engine and checked against an
-// exact evaluation at full size (the concrete interpreter on the unreduced
+// well-typed plans, verified by the engine and checked against an exact
+// evaluation at full size (the concrete interpreter on the unreduced
 // stages: rationals, random inputs, random stand-ins for the uninterpreted
-// functions). A disagreement is
-//   - *equivalent* while full-size values differ (a soundness bug), or
-//   - *not equivalent* for a plan the solver proves at full size (a false
-//     alarm).
+// functions). Two generators take turns: one-rank copies of random graphs
+// (one_rank_plans.cpp) and sharded plans with collectives and integer
+// positions (sharded_plans.cpp), each with or without an injected fault.
+// A disagreement is
+//   - *equivalent* while full-size values differ, or while the solver
+//     refutes the unreduced plan (a soundness bug), or
+//   - *not equivalent* for a plan the solver proves at full size, or for a
+//     plan built without a fault (a false alarm).
 // Usage: shardproof_soundness_fuzz SECONDS [SEED] [OUT_DIR]; prints
 // "N plans, M disagreements" and exits 1 when M > 0, leaving each
 // disagreeing plan in OUT_DIR.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iostream>
-#include <random>
+#include <map>
 #include <string>
-#include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/format/plan_parser.h"
 #include "engine/prove/stage_testing.h"
 #include "engine/stage/stage.h"
 #include "engine/verifier.h"
+#include "tests/fuzz/one_rank_plans.h"
+#include "tests/fuzz/sharded_plans.h"
 
 namespace shardproof {
 namespace {
 
-using nlohmann::json;
-
-struct Value {
-  std::string name;
-  json shape;
-  std::string dtype;
-};
-
-class Generator {
- public:
-  explicit Generator(uint64_t seed) : rng_(seed) {}
-
-  json plan() {
-    ops_ = json::array();
-    pool_.clear();
-    tensors_ = json::object();
-    R_ = pick(2, 5);
-    C_ = pick(2, 9);
-    add_tensor("x", {R_, C_});
-    add_tensor("y", {R_, C_});
-    add_tensor("w", {C_});
-    add_tensor("p", {R_, C_}, "bool");
-    inputs_ = {"x", "y", "w", "p"};
-    const int n = pick(2, 6);
-    for (int i = 0; i < n; ++i) step();
-    std::string last = pool_.back().name;
-    // A final combine along a random dim (or none): where counts show.
-    std::string out = last;
-    const int how = pick(0, 3);
-    if (how < 3 && shape_of(last).size() == 2) {
-      out = fresh();
-      json dims = how == 2 ? json{0, 1} : json{how};
-      json shape = how == 0   ? json{shape_of(last)[1]}
-                   : how == 1 ? json{shape_of(last)[0]}
-                              : json::array();
-      add_tensor(out, shape);
-      ops_.push_back(op(pick(0, 3) == 0 ? "mean" : "sum", {last}, out, {{"dims", dims}}));
-    }
-    return build(out);
-  }
-
-  bool faulty() const { return faulty_; }
-
- private:
-  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi - 1)(rng_); }
-  std::string fresh() { return "t" + std::to_string(counter_++); }
-  json shape_of(const std::string& n) const { return tensors_.at(n).at("shape"); }
-  void add_tensor(const std::string& n, json shape, const std::string& dtype = "f32") {
-    tensors_[n] = {{"shape", shape}, {"dtype", dtype}};
-    if (dtype == "f32" && shape == json{R_, C_}) pool_.push_back({n, shape, dtype});
-  }
-  json op(const std::string& kind, json in, const std::string& out, json attrs = json::object()) {
-    return {{"name", "op" + std::to_string(ops_.size())},
-            {"op", kind},
-            {"in", in},
-            {"out", {out}},
-            {"attrs", attrs}};
-  }
-  const Value& any() { return pool_[static_cast<size_t>(pick(0, int(pool_.size())))]; }
-
-  // One random op over the pool, its result a full [R, C] real tensor.
-  void step() {
-    const std::string out = fresh();
-    const std::string a = any().name, b = pick(0, 6) == 0 ? a : any().name;
-    static const char* binary[] = {"add", "sub", "mul", "div", "maximum", "minimum"};
-    static const char* unary[] = {"exp", "neg", "relu", "square", "tanh"};
-    static const char* compare[] = {"eq", "lt", "ge"};
-    switch (pick(0, 9)) {
-      case 0:
-      case 1:
-        ops_.push_back(op(binary[pick(0, 6)], {a, b}, out));
-        break;
-      case 2:
-        ops_.push_back(op(binary[pick(0, 3)], {a, "w"}, out));
-        break;
-      case 3:
-        ops_.push_back(op(unary[pick(0, 5)], {a}, out));
-        break;
-      case 4: {
-        static const char* factors[] = {"0", "1/2", "2", "-1"};
-        if (pick(0, 2) == 0)
-          ops_.push_back(op("scale", {a}, out, {{"factor", factors[pick(0, 4)]}}));
-        else
-          ops_.push_back(op("pow", {a}, out, {{"exponent", pick(0, 3)}}));
-        break;
-      }
-      case 5: {
-        const std::string c = fresh();
-        add_tensor(c, {R_, C_}, "bool");
-        ops_.push_back(op(compare[pick(0, 3)], {a, b}, c));
-        ops_.push_back(op("cast", {c}, out, {{"dtype", "f32"}}));
-        break;
-      }
-      case 6:
-        ops_.push_back(op("where", {"p", a, b}, out));
-        break;
-      case 7: {
-        // A row or column statistic, broadcast back by a binary op.
-        const std::string r = fresh();
-        const int dim = pick(0, 2);
-        add_tensor(r, dim == 0 ? json{1, C_} : json{R_, 1});
-        static const char* reduce[] = {"sum", "mean", "max"};
-        ops_.push_back(op(reduce[pick(0, 3)], {a}, r, {{"dims", {dim}}, {"keepdim", true}}));
-        ops_.push_back(op(binary[pick(0, 3)], {b, r}, out));
-        break;
-      }
-      default: {
-        static const char* composite[] = {"softmax", "log_softmax"};
-        ops_.push_back(op(composite[pick(0, 2)], {a}, out, {{"dim", pick(0, 2)}}));
-        break;
-      }
-    }
-    add_tensor(out, {R_, C_});
-  }
-
-  // Parallel side: one rank, the same ops under "r." names, maybe one fault.
-  json build(const std::string& out) {
-    json pt = json::object(), pops = json::array(), pin = json::array();
-    auto pn = [](const std::string& n) { return "r." + n; };
-    for (auto& [n, t] : tensors_.items()) {
-      json d = t;
-      d["rank"] = 0;
-      if (n == out || std::find(inputs_.begin(), inputs_.end(), n) != inputs_.end())
-        d["of"] = {{"tensor", n}};
-      pt[pn(n)] = d;
-    }
-    for (const std::string& n : inputs_) pin.push_back(pn(n));
-    for (json o : ops_) {
-      for (auto& i : o["in"]) i = pn(i.get<std::string>());
-      for (auto& i : o["out"]) i = pn(i.get<std::string>());
-      pops.push_back(o);
-    }
-    faulty_ = pick(0, 2) == 0;
-    if (faulty_) inject(pops);
-    return {
-        {"format", "shardproof-plan/1"},
-        {"name", "fuzz"},
-        {"logical",
-         {{"tensors", tensors_}, {"inputs", inputs_}, {"ops", ops_}, {"outputs", {out}}}},
-        {"parallel",
-         {{"world", 1}, {"tensors", pt}, {"inputs", pin}, {"ops", pops}, {"outputs", {pn(out)}}}}};
-  }
-
-  void inject(json& pops) {
-    json& o = pops[static_cast<size_t>(pick(0, int(pops.size())))];
-    const std::string k = o["op"];
-    auto swap = [&](const char* a, const char* b) {
-      if (k == a)
-        o["op"] = b;
-      else if (k == b)
-        o["op"] = a;
-    };
-    swap("add", "sub");
-    swap("mul", "div");
-    swap("maximum", "minimum");
-    swap("sum", "mean");
-    swap("softmax", "log_softmax");
-    swap("exp", "tanh");
-    if (k == "scale") o["attrs"]["factor"] = pick(0, 2) ? "3" : "1/3";
-    if (k == "pow") o["attrs"]["exponent"] = (o["attrs"]["exponent"].get<int>() + 1) % 3;
-    if (k == "where") std::swap(o["in"][1], o["in"][2]);
-    if (k == "lt") o["op"] = "ge";
-  }
-
-  std::mt19937_64 rng_;
-  int64_t R_ = 2, C_ = 2;
-  int counter_ = 0;
-  json tensors_, ops_;
-  std::vector<Value> pool_;
-  std::vector<std::string> inputs_;
-  bool faulty_ = false;
-};
-
-// Whether random full-size values show a difference in some stage.
+// Whether random full-size values show a difference in some stage (integer
+// inputs also aimed at the stage's constants: an off-by-one shard bound).
 bool differs_at_full_size(const Plan& plan, int trials) {
   for (const Stage& s : build_stages(plan))
-    if (refute_by_testing(s, trials)) return true;
+    if (refute_by_testing(s, trials, true)) return true;
   return false;
 }
+
+struct Oracle {
+  VerifyOptions options, full_size;
+  Oracle() {
+    options.jobs = 1;
+    // Small plans: a query that needs more is left unknown (never a disagreement).
+    options.rlimit = 2'000'000;
+    options.timeout_ms = 1'000;
+    full_size = options;  // the exact oracle: no reduction
+    full_size.reduce_shapes = false;
+  }
+  // "" when the verdict agrees with full size, else what disagrees. A plan
+  // with an injected fault that comes back equivalent is also proven at
+  // full size (random values can miss a difference on few inputs).
+  std::string check(const Plan& plan, bool faulty, Verdict& verdict) const {
+    verdict = verify_plan(plan, options).verdict;
+    if (verdict == Verdict::Equivalent) {
+      if (differs_at_full_size(plan, 3)) return "equivalent, but full-size values differ";
+      if (faulty && verify_plan(plan, full_size).verdict == Verdict::NotEquivalent)
+        return "equivalent, but refuted at full size";
+    }
+    if (verdict == Verdict::NotEquivalent &&
+        verify_plan(plan, full_size).verdict == Verdict::Equivalent)
+      return "not equivalent, but proven equivalent at full size";
+    // Without a fault the plan is right by construction: a refutation is a
+    // false alarm the full-size solver can share (a stage cut that frees a
+    // tensor another rank recomputes, docs/soundness.md section 2).
+    if (verdict == Verdict::NotEquivalent && !faulty)
+      return "not equivalent, but built without a fault";
+    return "";
+  }
+};
 
 }  // namespace
 }  // namespace shardproof
@@ -217,45 +81,52 @@ int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::stod(argv[1]) : 10;
   const uint64_t seed = argc > 2 ? std::stoull(argv[2]) : 1;
   const std::string out_dir = argc > 3 ? argv[3] : ".";
-  Generator gen(seed);
-  VerifyOptions options;
-  options.jobs = 1;
-  // Small plans: a query that needs more is left unknown (never a disagreement).
-  options.rlimit = 2'000'000;
-  options.timeout_ms = 1'000;
-  VerifyOptions full_size = options;  // the oracle for refutations: no reduction
-  full_size.reduce_shapes = false;
+  fuzz::Random random(seed);
+  const Oracle oracle;
+  const bool dump_all = std::getenv("SOUNDNESS_FUZZ_DUMP") != nullptr;
+  // Per generator family: plans by verdict ("invalid" from a sharded
+  // family is a generator bug and counts as a disagreement).
+  std::map<std::string, std::map<std::string, int64_t>> tally;
   const auto start = std::chrono::steady_clock::now();
-  int64_t plans = 0, disagreements = 0, invalid = 0, unknown = 0;
+  int64_t plans = 0, disagreements = 0;
   while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
          seconds) {
-    nlohmann::json j = gen.plan();
+    fuzz::FuzzPlan fp = plans % 2 ? fuzz::sharded_plan(random) : fuzz::one_rank_plan(random);
     ++plans;
-    ParseResult parsed = parse_plan_text(j.dump(), "fuzz.json", "");
-    if (!parsed.plan) {
-      ++invalid;
-      continue;
+    const std::string family = fp.kind.substr(0, fp.kind.find('/'));
+    if (dump_all) {  // SOUNDNESS_FUZZ_DUMP: every plan, before it is checked (a hang shows)
+      std::string name = fp.kind;
+      std::replace(name.begin(), name.end(), '/', '.');
+      std::ofstream(out_dir + "/" + std::to_string(plans) + "-" + name + ".json")
+          << fp.plan.dump(1);
     }
-    Report r = verify_plan(*parsed.plan, options);
+    ParseResult parsed = parse_plan_text(fp.plan.dump(), "fuzz.json", "");
     std::string problem;
-    if (r.verdict == Verdict::Equivalent && differs_at_full_size(*parsed.plan, 3))
-      problem = "equivalent, but full-size values differ";
-    else if (r.verdict == Verdict::NotEquivalent &&
-             verify_plan(*parsed.plan, full_size).verdict == Verdict::Equivalent)
-      problem = "not equivalent, but proven equivalent at full size";
-    unknown += r.verdict == Verdict::Unknown;
+    Verdict verdict = Verdict::Invalid;
+    if (parsed.plan)
+      problem = oracle.check(*parsed.plan, fp.faulty, verdict);
+    else if (family != "one-rank")
+      problem = "the generator wrote an invalid plan: " + parsed.error->to_string();
+    ++tally[family][verdict_name(verdict)];
     if (problem.empty()) continue;
     ++disagreements;
     const std::string path =
         out_dir + "/soundness-" + std::to_string(seed) + "-" + std::to_string(plans) + ".json";
-    std::ofstream(path) << j.dump(1) << "\n";
-    std::cerr << "disagreement (" << problem << "): " << path << "\n";
+    std::ofstream(path) << fp.plan.dump(1) << "\n";
+    std::cerr << "disagreement (" << fp.kind << ": " << problem << "): " << path << "\n";
   }
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("soundness fuzz: %lld plans in %.1f s (%.0f/s), %lld invalid, %lld unknown\n",
-              static_cast<long long>(plans), took, plans / took, static_cast<long long>(invalid),
-              static_cast<long long>(unknown));
+  // Per CPU second too: on a shared machine the wall-clock rate varies with load.
+  const double cpu = static_cast<double>(std::clock()) / CLOCKS_PER_SEC;
+  std::printf("soundness fuzz: %lld plans in %.1f s (%.0f/s; %.0f per CPU second)\n",
+              static_cast<long long>(plans), took, plans / took, plans / cpu);
+  for (const auto& [family, verdicts] : tally) {
+    std::printf("  %-16s", family.c_str());
+    for (const auto& [v, n] : verdicts)
+      std::printf(" %s %lld", v.c_str(), static_cast<long long>(n));
+    std::printf("\n");
+  }
   std::printf("soundness fuzz: %lld disagreements\n", static_cast<long long>(disagreements));
   return disagreements > 0 ? 1 : 0;
 }

@@ -542,7 +542,19 @@ class GraphReader {
     if (out.size() != op.out.size())
       n.fail("op-infer", label() + ": the operator gives " + std::to_string(out.size()) +
                              " output(s); the plan lists " + std::to_string(op.out.size()));
+    if (std::string e = def->take_declared_dtypes(op.attrs, declared_outputs(op), out); !e.empty())
+      n.fail("op-infer", label() + ": " + e);
     for (size_t j = 0; j < out.size(); ++j) check_output(op, label, j, out[j]);
+  }
+
+  const std::vector<TensorInfo>& declared_outputs(const Op& op) {
+    std::vector<TensorInfo>& declared = declared_outputs_;
+    declared.resize(op.out.size());
+    for (size_t j = 0; j < op.out.size(); ++j) {
+      declared[j].shape = g_.tensors[op.out[j]].shape;
+      declared[j].dtype = g_.tensors[op.out[j]].dtype;
+    }
+    return declared;
   }
 
   void check_output(const Op& op, What label, size_t j, const TensorInfo& got) {
@@ -571,9 +583,10 @@ class GraphReader {
   // they are made from the graph's, found once.
   const std::string graph_pointer_;
   GraphSyntax syn_;
-  std::vector<const OpDef*> defs_;        // per op, from read_op
-  std::vector<TensorInfo> infer_inputs_;  // check_op_shapes' scratch
-  SourceInterner sources_;                // ops' "src", one per line
+  std::vector<const OpDef*> defs_;            // per op, from read_op
+  std::vector<TensorInfo> infer_inputs_;      // check_op_shapes' scratch
+  std::vector<TensorInfo> declared_outputs_;  // declared_outputs' scratch
+  SourceInterner sources_;                    // ops' "src", one per line
   const bool rereading_ = false;
 };
 
