@@ -4,8 +4,6 @@
 // limits, the store and the path through the engine.
 #include <gtest/gtest.h>
 
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "engine/classes/class_verifier.h"
@@ -13,30 +11,11 @@
 #include "engine/verifier.h"
 #include "planner/planner.h"
 #include "tests/graph_text.h"
+#include "tests/map_store.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
 namespace {
-
-// A store kept across verifications, as the cache is: what it answers was
-// decided by an earlier verification.
-class LastingStore : public StageVerdictStore {
- public:
-  std::optional<std::string> lookup(const StageIdentity& id) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = outcomes_.find(id.key);
-    if (it == outcomes_.end()) return std::nullopt;
-    return it->second;
-  }
-  void finish(const StageIdentity& id, const std::optional<std::string>& outcome, double) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (outcome) outcomes_.emplace(id.key, *outcome);
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<std::string, std::string> outcomes_;
-};
 
 // llama3-tiny, 2 layers over tp2 pp2 with 2 micro-batches.
 planner::PlanConfig small_llama(const std::string& bug) {
@@ -125,7 +104,7 @@ TEST(VerdictCounts, UnknownPlansAddUp) {
 TEST(VerdictCounts, AWarmStoreCountsEveryDistinctStageCachedOnce) {
   for (const char* bug : {"", "row-parallel-no-allreduce"}) {
     SCOPED_TRACE(bug);
-    LastingStore store;
+    testing::MapStore store;  // lasts across verifications, as the cache
     Report cold = verify_plan(planned(bug), options_with(&store));
     expect_adds_up(cold);
     EXPECT_EQ(cold.stats.cached, 0);
@@ -147,7 +126,7 @@ TEST(VerdictCounts, PerClassEachKeyIsCountedOnce) {
   expect_adds_up(alone);
   EXPECT_EQ(alone.stats.cached, 0) << "decided in this run, in an earlier batch or round";
 
-  LastingStore store;
+  testing::MapStore store;  // lasts across verifications, as the cache
   Report cold = verify_by_classes(compact, options_with(&store));
   expect_adds_up(cold);
   EXPECT_EQ(cold.stats.cached, 0) << report_headline(cold);
