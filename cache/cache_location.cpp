@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "cache/units.h"
+#include "engine/core/units.h"
 
 namespace shardproof::cache {
 namespace {

@@ -73,8 +73,7 @@ std::optional<Report> stored_plan_report(VerdictCache& cache, const PlanIdentity
   std::optional<Report> hit = j.is_discarded() ? std::nullopt : report_from_json(j);
   if (!hit) return std::nullopt;
   hit->plan_path = path;
-  hit->stats.solved = 0;
-  hit->stats.cached = hit->stats.unique_stages;
+  count_all_cached(hit->stats);
   hit->stats.phases = {};  // this answer read no plan and cut no stage
   hit->stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (options.progress) {

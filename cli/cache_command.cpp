@@ -5,10 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/units.h"
 #include "cli/commands.h"
 #include "cli/local_cache.h"
 #include "cli/settings.h"
+#include "engine/core/units.h"
 
 namespace shardproof::cli {
 namespace {
@@ -85,9 +85,8 @@ int stats(cache::VerdictCache& c, const CacheArgs& args) {
   std::cout << "cache: " << s.path << "\n"
             << "entries: " << s.entries() << " (" << s.stage_entries << " stages, "
             << s.plan_entries << " plans)\n"
-            << "size: " << cache::format_bytes(s.bytes) << " of "
-            << cache::format_bytes(s.max_bytes) << " (file " << cache::format_bytes(s.file_bytes)
-            << ")\n"
+            << "size: " << format_bytes(s.bytes) << " of " << format_bytes(s.max_bytes) << " (file "
+            << format_bytes(s.file_bytes) << ")\n"
             << "lookups: " << s.hits << " hits, " << s.misses << " misses (hit rate " << rate
             << "), " << s.errors << " errors, mean " << ms_text(lookup_ms) << "\n";
   if (!c.remote()) {
@@ -109,15 +108,15 @@ int stats(cache::VerdictCache& c, const CacheArgs& args) {
 
 int gc(cache::VerdictCache& c, const CacheArgs& args) {
   std::optional<uint64_t> max_size = c.max_bytes();
-  if (!args.max_size.empty() && !(max_size = cache::parse_size(args.max_size)))
+  if (!args.max_size.empty() && !(max_size = parse_size(args.max_size)))
     return fail("--max-size: expected a size such as 512M or 2G", kExitUsage);
   std::optional<int64_t> max_age;
-  if (!args.max_age.empty() && !(max_age = cache::parse_duration_seconds(args.max_age)))
+  if (!args.max_age.empty() && !(max_age = parse_duration_seconds(args.max_age)))
     return fail("--max-age: expected a duration such as 12h or 30d", kExitUsage);
   cache::GcResult r;
   if (Status st = c.gc(max_size, max_age, &r); !st.ok()) return fail(st.message());
-  std::cout << "removed " << r.removed << " entries (" << cache::format_bytes(r.removed_bytes)
-            << "), kept " << r.kept << " (" << cache::format_bytes(r.kept_bytes) << ")\n";
+  std::cout << "removed " << r.removed << " entries (" << format_bytes(r.removed_bytes)
+            << "), kept " << r.kept << " (" << format_bytes(r.kept_bytes) << ")\n";
   return kExitOk;
 }
 

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/cache_location.h"
-#include "cache/units.h"
 #include "cli/commands.h"
 #include "cli/settings.h"
 #include "cli/usage.h"
@@ -17,6 +16,7 @@
 #include "daemon/pid_lock.h"
 #include "daemon/server.h"
 #include "daemon/state_dir.h"
+#include "engine/core/units.h"
 
 namespace shardproof::cli {
 namespace {
@@ -28,7 +28,7 @@ constexpr int kDefaultIdleTimeout = 3600;
 int idle_timeout(const DaemonArgs& args) {
   if (args.idle_timeout >= 0) return args.idle_timeout;
   if (const char* env = std::getenv("SHARDPROOF_DAEMON_IDLE_TIMEOUT")) {
-    if (auto seconds = cache::parse_duration_seconds(env)) return static_cast<int>(*seconds);
+    if (auto seconds = parse_duration_seconds(env)) return static_cast<int>(*seconds);
   }
   return kDefaultIdleTimeout;
 }
@@ -56,7 +56,7 @@ int run(const DaemonArgs& args, const daemon::DaemonPaths& paths) {
   config.jobs = args.jobs;
   config.idle_timeout_seconds = idle_timeout(args);
   if (!args.max_frame.empty()) {
-    std::optional<uint64_t> limit = cache::parse_size(args.max_frame);
+    std::optional<uint64_t> limit = parse_size(args.max_frame);
     if (!limit || *limit < 1024)
       return fail("--max-frame: expected a size of at least 1K", kExitUsage);
     config.frame_limit = *limit;
@@ -122,8 +122,7 @@ int status(const DaemonArgs& args, const daemon::DaemonPaths& paths) {
               << "solver: " << s.value("jobs", 0) << " workers, " << s.value("busy_workers", 0)
               << " busy; " << s.value("stages_in_flight", 0) << " stages in flight, "
               << s.value("stages_joined", 0) << " joined\n"
-              << "memory: " << cache::format_bytes(s.value("rss_bytes", uint64_t{0}))
-              << " resident\n"
+              << "memory: " << format_bytes(s.value("rss_bytes", uint64_t{0})) << " resident\n"
               << "log: " << s.value("log", std::string()) << "\n";
     for (const json& r : s.value("requests", json::array())) {
       char age[32];

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/redis_client.h"
-#include "cache/units.h"
 #include "cli/commands.h"
 #include "cli/usage.h"
 #include "engine/core/did_you_mean.h"
+#include "engine/core/units.h"
 #include "engine/format/file_text.h"
 #include "hooks/repo_config.h"
 
@@ -246,13 +246,13 @@ void warn_about_malformed_environment() {
                                            "SHARDPROOF_DAEMON_IDLE_TIMEOUT"};
   for (const char* name : kSizes) {
     const char* v = std::getenv(name);
-    if (v && *v && !cache::parse_size(v))
+    if (v && *v && !parse_size(v))
       warn(std::string("$") + name + ": expected a size such as 512M or 2G, found \"" + v +
            "\"; the default is used");
   }
   for (const char* name : kDurations) {
     const char* v = std::getenv(name);
-    if (v && *v && !cache::parse_duration_seconds(v))
+    if (v && *v && !parse_duration_seconds(v))
       warn(std::string("$") + name + ": expected a duration such as 90s, 15m or 2h, found \"" + v +
            "\"; the default is used");
   }

@@ -76,9 +76,19 @@ nlohmann::ordered_json in_schema_order(const nlohmann::json& report) {
                                      "findings", "stats", "error"};
   static const char* const kFinding[] = {"kind",     "stage", "tensor",         "parallel_tensors",
                                          "elements", "ops",   "counterexample", "message"};
-  static const char* const kStats[] = {"stages",       "unique_stages",    "solved",
-                                       "cached",       "proven_trivially", "logical_ops",
-                                       "parallel_ops", "seconds",          "phases"};
+  static const char* const kStats[] = {"stages",
+                                       "unique_stages",
+                                       "proven_trivially",
+                                       "solved",
+                                       "refuted_by_testing",
+                                       "symmetric",
+                                       "untried",
+                                       "cached",
+                                       "reused",
+                                       "logical_ops",
+                                       "parallel_ops",
+                                       "seconds",
+                                       "phases"};
   static const char* const kError[] = {"rule", "file", "pointer", "line", "column", "message"};
   auto ordered = [](const nlohmann::json& j, const auto& keys) {
     nlohmann::ordered_json out = nlohmann::ordered_json::object();

@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cache/units.h"
 #include "daemon/build_id.h"
 #include "daemon/protocol.h"
+#include "engine/core/units.h"
 
 namespace shardproof::daemon {
 
@@ -99,7 +99,7 @@ std::unique_ptr<DaemonClient> DaemonClient::connect(const std::string& socket_pa
 
 int DaemonClient::default_silence_ms() {
   if (const char* env = std::getenv("SHARDPROOF_DAEMON_TIMEOUT")) {
-    std::optional<int64_t> seconds = cache::parse_duration_seconds(env);
+    std::optional<int64_t> seconds = parse_duration_seconds(env);
     if (seconds && *seconds > 0 && *seconds < 86400) return static_cast<int>(*seconds * 1000);
   }
   return 60'000;

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/units.h"
+#include "engine/core/units.h"
 #include "engine/format/compact/compact_expand.h"
 
 namespace shardproof::daemon {
@@ -59,7 +59,7 @@ uint64_t MemoryBudget::estimate(const std::string& text) {
 
 uint64_t MemoryBudget::default_bytes() {
   if (const char* env = std::getenv("SHARDPROOF_DAEMON_MEMORY"))
-    if (std::optional<uint64_t> bytes = cache::parse_size(env); bytes && *bytes > 0) return *bytes;
+    if (std::optional<uint64_t> bytes = parse_size(env); bytes && *bytes > 0) return *bytes;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return uint64_t{8} << 30;
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;

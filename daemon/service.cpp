@@ -63,10 +63,7 @@ void Service::log_finished(uint64_t request, const Report& report, double second
   std::string who = request ? "request " + std::to_string(request) : std::string("stored report");
   daemon_log(who + ": " + report.plan_path + ": " + verdict_name(report.verdict) +
              (cancelled ? " (cancelled)" : "") + " in " + time +
-             "; stages: " + std::to_string(report.stats.unique_stages) + " distinct, " +
-             std::to_string(report.stats.solved) + " solved, " +
-             std::to_string(report.stats.cached) + " cached, " +
-             std::to_string(report.stats.reused) + " reused");
+             "; stages: " + distinct_breakdown(report.stats));
 }
 
 Service::Service(const DaemonConfig& config)

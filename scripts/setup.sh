@@ -21,6 +21,7 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer and the sanitizer build (fuzz/, scripts/test.sh)
   time  # GNU time: peak memory in bench/run.sh
   git   # the pre-commit hook and its tests (tests/hooks_e2e.sh)
+  zsh   # checks the installed zsh completion (tests/cli_install_test.cpp)
   # The PyTorch front end (frontends/torch) and its tests, for Debian's
   # /usr/bin/python3; also runs tests/layering_test.py.
   python3 python3-torch python3-numpy python3-pytest python3-jsonschema

@@ -198,6 +198,9 @@ TEST(ClaimInference, ProvesTheStepThroughInferredClaims) {
   EXPECT_EQ(on.stats.inferred_claims, 16);
   EXPECT_EQ(on.stats.inferred_kept, 16) << testing::explain(on);
   EXPECT_GT(on.stats.stages, off.stats.stages);  // cut at the proven proposals
+  // Stages of an earlier round are counted as they were decided, not cached.
+  EXPECT_EQ(decided_total(on.stats), on.stats.unique_stages) << report_headline(on);
+  EXPECT_EQ(on.stats.cached, 0) << report_headline(on);
   EXPECT_NE(off.verdict, Verdict::NotEquivalent) << testing::explain(off);
 }
 
@@ -240,6 +243,9 @@ TEST(ClaimInference, AFalseProposalIsWithdrawnNotReported) {
   // family, whose stage on rank 0 read the false claim and failed with it.
   // The d family keeps r1.d; z, g, dz, dw_sum, dw_avg stay.
   EXPECT_EQ(r.stats.inferred_kept, static_cast<int64_t>(before) - 5) << testing::explain(r);
+  // Two rounds (the second after the withdrawal): still one count per stage.
+  EXPECT_EQ(decided_total(r.stats), r.stats.unique_stages) << report_headline(r);
+  EXPECT_EQ(r.stats.cached, 0) << report_headline(r);
 
   // On a buggy plan a false proposal changes nothing either: the finding is
   // the plan's own.

@@ -103,7 +103,8 @@ TEST_F(CliDaemonOpsTest, StatusShowsLogMemoryAndRequestsAndLogsEachRequest) {
 
   std::string text = shardproof::testing::slurp_file(log);
   EXPECT_TRUE(has(text, "request 1: " + plan + ": equivalent in ")) << text;
-  EXPECT_TRUE(has(text, "distinct,")) << text;
+  EXPECT_TRUE(has(text, " distinct: ")) << text;
+  EXPECT_TRUE(has(text, " cached\n")) << text;
 
   r = run("daemon cancel 12345");
   EXPECT_EQ(r.code, 1) << r.out << r.err;

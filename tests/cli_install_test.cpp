@@ -1,6 +1,6 @@
 // `cmake --install` (issue 26): the binary, a man page written from the
-// help texts, bash completion and the docs land in the usual places, and
-// the installed binary runs.
+// help texts, bash and zsh completion and the docs land in the usual
+// places, and the installed binary runs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -54,6 +54,31 @@ TEST_F(CliInstallTest, InstallsBinaryManPageCompletionAndDocs) {
   EXPECT_EQ(complete("veri", 1), "verify\n");
   EXPECT_EQ(complete("cache g", 2), "gc\n");
   EXPECT_EQ(complete("cache gc --max-s", 3), "--max-size\n");
+
+  // zsh: the same questions to the binary. Outside a completion widget,
+  // compadd and _files are stand-ins that print what they were given.
+  const fs::path zsh_completion = prefix / "share" / "zsh" / "site-functions" / "_shardproof";
+  ASSERT_TRUE(fs::exists(zsh_completion));
+  ASSERT_EQ(std::system("command -v zsh >/dev/null"), 0)
+      << "zsh is missing (scripts/setup.sh installs it)";
+  EXPECT_EQ(
+      std::system(("zsh -n " + shardproof::testing::shell_quote(zsh_completion.string())).c_str()),
+      0);
+  auto zsh_complete = [&](const std::string& words, int current) {
+    std::string script =
+        "compadd() { [[ $1 == -a ]] && print -l -- ${(P)2} | grep -x -- \"${words[CURRENT]}.*\"; "
+        "}; _files() { print FILES; }; words=(" +
+        (prefix / "bin" / "shardproof").string() + " " + words +
+        "); CURRENT=" + std::to_string(current) + "; source " + zsh_completion.string();
+    std::string c = "zsh -f -c " + shardproof::testing::shell_quote(script) + " >" +
+                    shardproof::testing::shell_quote((dir_ / "out").string());
+    EXPECT_EQ(std::system(c.c_str()), 0) << words;
+    return shardproof::testing::slurp_file(dir_ / "out");
+  };
+  EXPECT_EQ(zsh_complete("veri", 2), "verify\n");
+  EXPECT_EQ(zsh_complete("cache g", 3), "gc\n");
+  EXPECT_EQ(zsh_complete("cache gc --max-s", 4), "--max-size\n");
+  EXPECT_EQ(zsh_complete("verify --no-da", 3), "--no-daemon\n");
 
   auto r = shardproof::testing::run_cli("version", dir_ / "err");
   auto installed =

@@ -114,6 +114,29 @@ TEST_F(CliSettingsTest, MalformedValuesAreWarningsThatNameThem) {
   EXPECT_EQ(run("config --rlimit 0").code, 2);
 }
 
+// One size parser for every SHARDPROOF_* size: the plan reader honours the
+// "2MB" the cache and the daemon take, and a malformed limit is a warning
+// that names it, then the default.
+TEST_F(CliSettingsTest, TheFileSizeLimitTakesEverySizeAndWarnsAboutMalformedOnes) {
+  const std::string plan = shell_quote((kExamples / "tp2-ffn.json").string());
+  for (const char* limit : {"1KB", "1KiB", "1k", "1024"}) {
+    CliResult r = run("verify --no-daemon --no-cache " + plan,
+                      std::string("SHARDPROOF_MAX_FILE_BYTES=") + limit);
+    EXPECT_EQ(r.code, 4) << limit << ": " << r.out << r.err;
+    EXPECT_TRUE(has(r.out + r.err, "more than 1024 bytes")) << limit << ": " << r.out << r.err;
+    EXPECT_FALSE(has(r.err, "SHARDPROOF_MAX_FILE_BYTES: expected")) << r.err;
+  }
+  CliResult r = run("verify --no-daemon --no-cache " + plan, "SHARDPROOF_MAX_FILE_BYTES=2MB");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err, "");
+  r = run("verify --no-daemon --no-cache " + plan, "SHARDPROOF_MAX_FILE_BYTES=1XB");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(has(r.err,
+                  "$SHARDPROOF_MAX_FILE_BYTES: expected a size such as 512M or 2G, found "
+                  "\"1XB\"; the default is used"))
+      << r.err;
+}
+
 TEST_F(CliSettingsTest, VerifyHonoursThem) {
   // Two of llama3-tiny's stages need the solver: with one unit of rlimit
   // they stay undecided.

@@ -143,6 +143,33 @@ TEST(Protocol, VerifyRequestsAreCheckedFieldByField) {
   }
 }
 
+// The client sends how to infer claims; the daemon takes exactly the three
+// names and refuses anything else rather than fall back to a default.
+TEST(Protocol, InferClaimsOptionIsParsedAndChecked) {
+  std::string why;
+  for (ClaimInference mode : {ClaimInference::Auto, ClaimInference::On, ClaimInference::Off}) {
+    VerifyRequest r;
+    r.text = "{}";
+    r.infer_claims = mode;
+    std::optional<VerifyRequest> back =
+        parse_verify_request(json::parse(to_frame(verify_request_message(1, r))), &why);
+    ASSERT_TRUE(back) << why;
+    EXPECT_EQ(back->infer_claims, mode) << claim_inference_name(mode);
+  }
+  std::optional<VerifyRequest> absent =
+      parse_verify_request(json::parse(R"({"type":"verify","plan":{"text":""}})"), &why);
+  ASSERT_TRUE(absent) << why;
+  EXPECT_EQ(absent->infer_claims, VerifyOptions{}.infer_claims);
+  for (const char* bad : {R"("yes")", R"("ON")", R"("")", "true", "1", "null", R"(["on"])"}) {
+    why.clear();
+    const std::string m =
+        std::string(R"({"type":"verify","plan":{"text":""},"options":{"infer_claims":)") + bad +
+        "}}";
+    EXPECT_FALSE(parse_verify_request(json::parse(m), &why)) << bad;
+    EXPECT_NE(why.find("options.infer_claims"), std::string::npos) << bad << ": " << why;
+  }
+}
+
 TEST(ReportCodec, ReportsSurviveTheirJson) {
   VerifyOptions options;
   options.jobs = 2;

@@ -478,6 +478,63 @@ PY
   [ "$(cat "$T/out")" = "train/mlp_harness.py" ] || fail "affected: expected the harness"
 }
 
+# Ctrl-C or SIGTERM while the hook verifies: the temporary copy of the
+# staged plans is removed, the exit is 128 + the signal (130 for Ctrl-C),
+# nothing is committed. Through git (the signal to the whole foreground
+# process group, as a terminal sends it) and to `hooks run` alone, through
+# the daemon and in process; a fresh cache each time, so each run solves.
+case_interrupt() {
+  "$SP" hooks install >/dev/null
+  mkdir -p "$T/tmp"
+  export TMPDIR="$T/tmp"
+  mkdir -p plans
+  "$SP" plan llama3-tiny --layers 4 --dp 2 --tp 2 -o plans/slow.json
+  git add plans/slow.json
+  before=$(git rev-parse HEAD)
+  n=0
+  # git waits for its hook and refuses the commit (exit 1) when the hook
+  # ends with 130; `hooks run` alone shows the hook's own exit.
+  for run in "INT 1 commit" "INT 130 hook" "TERM 143 hook" "INT 130 hook --no-daemon" \
+    "TERM 143 hook --no-daemon"; do
+    # shellcheck disable=SC2086
+    set -- $run
+    signal=$1 code=$2 how=$3
+    shift 3
+    n=$((n + 1))
+    export SHARDPROOF_CACHE_DIR="$T/cache-$n"
+    if [ "$how" = commit ]; then
+      # Its own process group (setsid), which the signal goes to whole.
+      setsid git commit -m "interrupted" >"$T/out" 2>&1 &
+    else
+      "$SP" hooks run "$@" >"$T/out" 2>&1 &
+    fi
+    pid=$!
+    # Mid-verify: the staged copy is written, then the solving starts.
+    i=0
+    until ls "$T"/tmp/shardproof-hook-*/staged/plans/slow.json >/dev/null 2>&1; do
+      i=$((i + 1))
+      [ $i -lt 300 ] || fail "$run: the hook never staged the plan"
+      sleep 0.1
+    done
+    sleep 1
+    if [ "$how" = commit ]; then kill -s "$signal" -- "-$pid"; else kill -s "$signal" "$pid"; fi
+    status=0
+    wait "$pid" || status=$?
+    [ "$status" -eq "$code" ] || fail "$run: exit $status, expected $code"
+    # git may end before its hook has cleaned up: give the hook a moment.
+    i=0
+    while ls -d "$T"/tmp/shardproof-hook-* >/dev/null 2>&1; do
+      i=$((i + 1))
+      [ $i -lt 50 ] || fail "$run: the staged plans were left in $(ls -d "$T"/tmp/*)"
+      sleep 0.1
+    done
+    expect_out "shardproof: interrupted"
+    [ "$(git rev-parse HEAD)" = "$before" ] || fail "$run: HEAD moved"
+    "$SP" daemon stop >/dev/null 2>&1 || true  # the daemon of this run's cache
+  done
+  unset TMPDIR
+}
+
 run_case() {
   CASE=$1
   (
@@ -489,7 +546,7 @@ run_case() {
 
 if [ "$1" = all ]; then
   set -- pass bug first_commit unrelated invalid staged chained hooks_path graph_ref config \
-    unknown files harness precommit_framework ci
+    unknown files harness precommit_framework ci interrupt
 fi
 for c in "$@"; do
   run_case "$c"

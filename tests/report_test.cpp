@@ -18,7 +18,7 @@ Report mismatch_report() {
   r.verdict = Verdict::NotEquivalent;
   r.stats.stages = 3;
   r.stats.unique_stages = 2;
-  r.stats.solved = 2;
+  r.stats.solved = 1;
   r.stats.proven_trivially = 1;
   r.stats.logical_ops = 3;
   r.stats.parallel_ops = 7;
@@ -64,7 +64,8 @@ TEST(ReportText, VerdictLineThenFinding) {
   std::string text = report_to_text(mismatch_report());
   std::string first_line = text.substr(0, text.find('\n'));
   EXPECT_EQ(first_line,
-            "tp2-ffn-bug-mean.json: NOT EQUIVALENT (3 stages, 2 distinct, 2 solved, 0.41 s)");
+            "tp2-ffn-bug-mean.json: NOT EQUIVALENT (3 stages, 2 distinct: 1 trivial, 1 solved, 0 "
+            "cached; 0.41 s)");
   EXPECT_NE(text.find("stage 3: out[0:8, 0:16]"), std::string::npos) << text;
   EXPECT_NE(text.find("logical tensor: out"), std::string::npos) << text;
   EXPECT_NE(text.find("[0, 0] [0, 1]"), std::string::npos) << text;
@@ -80,9 +81,31 @@ TEST(ReportText, EquivalentIsOneLine) {
   r.verdict = Verdict::Equivalent;
   r.stats.stages = 1;
   r.stats.unique_stages = 1;
-  r.stats.solved = 0;
+  r.stats.cached = 1;
   r.stats.seconds = 0.004;
-  EXPECT_EQ(report_to_text(r), "a.json: EQUIVALENT (1 stage, 1 distinct, 0 solved, 0.00 s)\n");
+  EXPECT_EQ(report_to_text(r),
+            "a.json: EQUIVALENT (1 stage, 1 distinct: 0 trivial, 0 solved, 1 cached; 0.00 s)\n");
+}
+
+// Every category of distinct stage, the rarer ones only when not zero: the
+// line adds up to the distinct count (docs/cli.md, "Text output").
+TEST(ReportText, VerdictLineCountsEachDistinctStageOnce) {
+  Stats s;
+  s.unique_stages = 28;
+  s.proven_trivially = 1;
+  s.solved = 2;
+  s.refuted_by_testing = 3;
+  s.symmetric = 4;
+  s.untried = 5;
+  s.reused = 6;
+  s.cached = 7;
+  EXPECT_EQ(decided_total(s), s.unique_stages);
+  EXPECT_EQ(distinct_breakdown(s),
+            "28 distinct: 1 trivial, 2 solved, 3 refuted by testing, 4 symmetric, 5 untried, 6 "
+            "unchanged, 7 cached");
+  count_all_cached(s);
+  EXPECT_EQ(distinct_breakdown(s), "28 distinct: 0 trivial, 0 solved, 28 cached");
+  EXPECT_EQ(decided_total(s), s.unique_stages);
 }
 
 TEST(ReportText, ManyElementsAreCut) {
@@ -171,8 +194,9 @@ TEST(ReportJson, MismatchHasEveryField) {
   EXPECT_EQ(f["message"], "out differs from the mean of its parts");
   const nlohmann::json& s = j["stats"];
   EXPECT_EQ(s["stages"], 3);
-  EXPECT_EQ(s["solved"], 2);
+  EXPECT_EQ(s["solved"], 1);
   EXPECT_EQ(s["proven_trivially"], 1);
+  EXPECT_EQ(s["refuted_by_testing"], 0);
   EXPECT_EQ(s["logical_ops"], 3);
   EXPECT_EQ(s["parallel_ops"], 7);
   EXPECT_DOUBLE_EQ(s["seconds"].get<double>(), 0.414);

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <mutex>
 
 #include "engine/format/plan_parser.h"
 #include "engine/report/report_codec.h"
@@ -14,6 +13,7 @@
 #include "engine/stage/stage_memo.h"
 #include "engine/verifier.h"
 #include "planner/planner.h"
+#include "tests/map_store.h"
 
 namespace shardproof {
 namespace {
@@ -35,24 +35,7 @@ Plan llama(const std::string& bug = "", int pp = 1) {
   return parse(planner::generate_plan("llama3-tiny", c));
 }
 
-// A map of definite outcomes, as the LMDB cache keeps them.
-class MapStore : public StageVerdictStore {
- public:
-  std::optional<std::string> lookup(const StageIdentity& id) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = map_.find(id.key);
-    if (it == map_.end()) return std::nullopt;
-    return it->second;
-  }
-  void finish(const StageIdentity& id, const std::optional<std::string>& outcome, double) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (outcome) map_[id.key] = *outcome;
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<std::string, std::string> map_;
-};
+using testing::MapStore;
 
 nlohmann::json answer(Report r) {
   r.stats = {};

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "cache/record.h"
-#include "cache/units.h"
 #include "cache/verdict_cache.h"
+#include "engine/core/units.h"
 
 namespace shardproof::cache {
 namespace {

@@ -78,6 +78,9 @@ TEST(VerdictLeader, StagesAlikeButForWhereTheySitAreProvenOnce) {
   EXPECT_EQ(r.stats.stages, 6);
   EXPECT_EQ(r.stats.unique_stages, 6) << "full positions differ, so do stage keys";
   EXPECT_EQ(proofs, 3);
+  // The verdict line: 3 decided, 3 symmetric (their leaders' proofs).
+  EXPECT_EQ(r.stats.symmetric, 3) << report_headline(r);
+  EXPECT_EQ(decided_total(r.stats), r.stats.unique_stages) << report_headline(r);
 }
 
 // A refuted stage's findings name full-size elements: its followers are
@@ -87,6 +90,8 @@ TEST(VerdictLeader, FollowersOfARefutedLeaderNameTheirOwnElements) {
   Report r = verify_counting(scaled_sixths(2), proofs);
   ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
   EXPECT_EQ(proofs, 6);
+  EXPECT_EQ(r.stats.symmetric, 0) << report_headline(r);
+  EXPECT_EQ(decided_total(r.stats), r.stats.unique_stages) << report_headline(r);
   ASSERT_EQ(r.findings.size(), 6u) << testing::explain(r);
   std::set<std::string> named;
   for (const Finding& f : r.findings) {

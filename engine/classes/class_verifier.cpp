@@ -143,7 +143,8 @@ struct Batch {
 class ClassRun {
  public:
   ClassRun(const Plan& plan, const VerifyOptions& options)
-      : plan_(plan),
+      : round_store_(options.store),
+        plan_(plan),
         g_(plan.compact->graph),
         options_(with_round_memory(options)),
         axes_(initial_classes(g_)) {}
@@ -172,7 +173,7 @@ class ClassRun {
       // nothing but the verdicts it keeps (round_store_).
       Report all;
       all.verdict = Verdict::Equivalent;
-      std::set<std::string> distinct;
+      std::map<std::string, Decided> distinct;  // each key counted once, as first decided
       explored_ = 0;
       for (const std::vector<Coord>& anchors : batches) {
         auto b = std::make_unique<Batch>(g_);
@@ -195,6 +196,7 @@ class ClassRun {
         continue;
       }
       all.stats.unique_stages = static_cast<int64_t>(distinct.size());
+      for (const auto& [key, d] : distinct) count_decided(all.stats, d);
       all.stats.class_anchors = static_cast<int64_t>(records_.size());
       all.stats.parallel_ops = op_instance_count(g_);
       all.stats.phases.cut += explore_seconds_;
@@ -313,7 +315,7 @@ class ClassRun {
   // Writes and verifies what a batch selected; keeps each anchor's stage
   // signature and names the coordinates of each finding.
   Report verify_batch(const std::vector<Coord>& anchors, std::unique_ptr<Batch> b, int round,
-                      std::set<std::string>& distinct) {
+                      std::map<std::string, Decided>& distinct) {
     Expansion expansion;
     Plan sub;
     const size_t selected_ops = b->selection.op_count();
@@ -335,15 +337,12 @@ class ClassRun {
       return r;
     }
     StageRecord record;
-    round_store_.take_hits();
     Report r = verify_expanded(sub, options_, &record);
-    r.stats.cached -= round_store_.take_hits();  // decided in an earlier round
     std::vector<int> unit_of(sub.parallel.tensors.size(), -1);
     for (size_t u = 0; u < record.units.size(); ++u)
       for (int t : record.units[u].members) unit_of[t] = static_cast<int>(u);
     for (const Coord& c : anchors) signatures_[pack(c)] = stage_keys(c, sub, record, unit_of);
-    for (const std::optional<ReusedStage>& s : record.stages)
-      if (s) distinct.insert(s->id.key);
+    distinct.insert(record.decided.begin(), record.decided.end());
     if (std::getenv("SHARDPROOF_DEBUG_CLASSES")) {
       std::set<std::string> verdicts(record.verdict_keys.begin(), record.verdict_keys.end());
       std::fprintf(
@@ -358,7 +357,8 @@ class ClassRun {
     return r;
   }
 
-  // Folds a batch's report into the run's.
+  // Folds a batch's report into the run's (not the counts of distinct
+  // stages: a key may be decided in several batches; run() counts the keys).
   static void merge(Report& all, Report sub) {
     if (all.findings.empty() && all.stats.stages == 0) {
       all.meta = sub.meta;
@@ -369,10 +369,6 @@ class ClassRun {
     Stats& a = all.stats;
     const Stats& s = sub.stats;
     a.stages += s.stages;
-    a.solved += s.solved;
-    a.cached += s.cached;
-    a.reused += s.reused;
-    a.proven_trivially += s.proven_trivially;
     a.phases.parse += s.phases.parse;
     a.phases.cut += s.phases.cut;
     a.phases.key += s.phases.key;
@@ -419,10 +415,11 @@ class ClassRun {
   }
 
   // A refinement round decides mostly the stages of the round before: keys
-  // and outcomes are kept across rounds unless the caller keeps them.
+  // are kept across rounds unless the caller keeps them, and outcomes in
+  // memory, in front of the caller's store.
   VerifyOptions with_round_memory(VerifyOptions o) {
     if (!o.identity_memo) o.identity_memo = &identity_memo_;
-    if (!o.store) o.store = &round_store_;
+    o.store = &round_store_;
     return o;
   }
 

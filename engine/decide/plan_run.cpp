@@ -11,6 +11,7 @@
 #include "engine/core/parallel_for.h"
 #include "engine/decide/finding_sources.h"
 #include "engine/decide/outcome_codec.h"
+#include "engine/decide/stage_tally.h"
 #include "engine/prove/full_size_check.h"
 #include "engine/prove/stage_prover.h"
 #include "engine/stage/canonical.h"
@@ -22,12 +23,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Where a stage's outcome came from in this run.
-enum class Source { Solved, Stored, Duplicate, Reused };
+// Where a stage's outcome came from in this run. Earlier: from the store,
+// which had it from earlier in this same verification (decided_in_this_run).
+enum class Source { Solved, Stored, Earlier, Duplicate, Reused };
 
 const char* source_name(Source s) {
   switch (s) {
     case Source::Solved:
+    case Source::Earlier:
       return "solved";
     case Source::Stored:
       return "cache";
@@ -53,17 +56,26 @@ const char* status_name(StageStatus s) {
   return "error";
 }
 
+// How the first stage of a key was decided: its category in the counts.
+Decided decided_as(Source source, const StageOutcome& o) {
+  switch (source) {
+    case Source::Stored:
+      return Decided::Cached;
+    case Source::Reused:
+      return Decided::Unchanged;
+    case Source::Solved:
+    case Source::Earlier:
+    case Source::Duplicate:
+      break;
+  }
+  return decided_by(o);
+}
+
 // Folds stage outcomes into the plan's verdict: any refuted claim makes it
 // not equivalent; otherwise any undecided stage makes it unknown.
-void combine(const std::vector<StageOutcome>& outcomes, const std::vector<Source>& sources,
-             Report& report) {
+void combine(const std::vector<StageOutcome>& outcomes, Report& report) {
   bool refuted = false, unknown = false;
-  for (size_t i = 0; i < outcomes.size(); ++i) {
-    const StageOutcome& o = outcomes[i];
-    report.stats.solved += sources[i] == Source::Solved && o.queries > 0 ? 1 : 0;
-    report.stats.cached += sources[i] == Source::Stored ? 1 : 0;
-    report.stats.reused += sources[i] == Source::Reused ? 1 : 0;
-    report.stats.proven_trivially += o.trivial ? 1 : 0;
+  for (const StageOutcome& o : outcomes) {
     switch (o.status) {
       case StageStatus::Proven:
         break;
@@ -126,6 +138,8 @@ class StageRun {
   // What the record of this run keeps, once it has run.
   std::vector<StageIdentity>& identities() { return ids_; }
   std::vector<StageOutcome>& outcomes() { return outcomes_; }
+  // How each distinct stage (by key) was decided.
+  std::map<std::string, Decided>& decided() { return decided_; }
 
   void run(Report& report) {
     auto start = Clock::now();
@@ -210,7 +224,13 @@ class StageRun {
     }
     parallel_for(options_.jobs, resolve.size(), [&](size_t r) { decide_safely(resolve[r]); });
     report.stats.phases.decide = std::chrono::duration<double>(Clock::now() - keyed).count();
-    combine(outcomes_, sources_, report);
+    combine(outcomes_, report);
+    // Each distinct stage counted once, by its first stage.
+    for (const auto& [key, i] : first_with_key) {
+      const Decided d = decided_as(sources_[i], outcomes_[i]);
+      count_decided(report.stats, d);
+      decided_.emplace(key, d);
+    }
   }
 
  private:
@@ -263,8 +283,10 @@ class StageRun {
         o = decode_outcome(stage(i), *stored);
       }
       if (o) {
+        const Source source =
+            store->decided_in_this_run(ids_[i]) ? Source::Earlier : Source::Stored;
         shared_[i] = std::move(stored);
-        record(i, std::move(*o), Source::Stored);
+        record(i, std::move(*o), source);
         return;
       }
       // Undecodable (an engine bug): solve, but leave the store alone.
@@ -384,6 +406,7 @@ class StageRun {
   std::vector<char> reused_;  // 1: decided by an earlier run
   static constexpr size_t kNoLeader = static_cast<size_t>(-1);
   std::vector<size_t> leader_;  // a follower's leader (same verdict key), or kNoLeader
+  std::map<std::string, Decided> decided_;
   std::atomic<int64_t> solving_{0};
   std::mutex progress_mutex_;
   int64_t done_ = 0, cached_ = 0;
@@ -412,6 +435,7 @@ void run_stages(const Plan& plan, const std::vector<StageUnit>& units, const Ver
   run.run(report);
   attach_sources(plan, report);
   if (!record) return;
+  record->decided = std::move(run.decided());
   record->stages.assign(units.size(), std::nullopt);
   record->verdict_keys.assign(units.size(), std::string());
   for (size_t i = 0; i < units.size(); ++i) {

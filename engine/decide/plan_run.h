@@ -6,12 +6,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/core/ir.h"
 #include "engine/decide/stage_store.h"
+#include "engine/decide/stage_tally.h"
 #include "engine/format/plan_parser.h"
 #include "engine/format/plan_revision.h"
 #include "engine/report/report.h"
@@ -53,7 +55,8 @@ struct VerifyOptions {
   // Called after each stage is decided, one call at a time. May be empty.
   std::function<void(const VerifyProgress&)> progress;
   // Where definite stage verdicts are looked up and kept (null: nowhere).
-  // Outcomes taken from it count as `cached` in the stats, never as solved.
+  // Outcomes taken from it count as `cached` in the stats, never as solved
+  // (unless it says they were decided earlier in this run).
   StageVerdictStore* store = nullptr;
   // Where proofs run (empty: on the verifier's own threads).
   SolveExecutor executor;
@@ -77,6 +80,9 @@ struct StageRecord {
   std::vector<StageUnit> units;
   std::vector<std::optional<ReusedStage>> stages;  // per unit
   std::vector<std::string> verdict_keys;           // per unit (StageIdentity::verdict)
+  // How each distinct stage (by StageIdentity::key) was decided: the class
+  // verifier counts a key once across its batches.
+  std::map<std::string, Decided> decided;
 };
 
 // Verifies an expanded plan (plan.compact unset), keeping the record of the

@@ -1,27 +1,29 @@
 #include "engine/decide/stage_store.h"
 
-#include <utility>
-
 namespace shardproof {
 
 std::optional<std::string> MemoryVerdictStore::lookup(const StageIdentity& id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = outcomes_.find(id.key);
-  if (it == outcomes_.end()) return std::nullopt;
-  ++hits_;
-  return it->second;
-}
-
-int64_t MemoryVerdictStore::take_hits() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return std::exchange(hits_, 0);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = outcomes_.find(id.key);
+    if (it != outcomes_.end()) return it->second;
+  }
+  // A miss here owes the backing store its finish(): ours forwards it.
+  return backing_ ? backing_->lookup(id) : std::nullopt;
 }
 
 void MemoryVerdictStore::finish(const StageIdentity& id, const std::optional<std::string>& outcome,
-                                double) {
-  if (!outcome) return;
+                                double solve_seconds) {
+  if (outcome) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    outcomes_.emplace(id.key, *outcome);
+  }
+  if (backing_) backing_->finish(id, outcome, solve_seconds);
+}
+
+bool MemoryVerdictStore::decided_in_this_run(const StageIdentity& id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  outcomes_.emplace(id.key, *outcome);
+  return outcomes_.count(id.key) > 0;
 }
 
 }  // namespace shardproof

@@ -29,21 +29,26 @@ class StageVerdictStore {
   // nothing to keep (unknown, internal error, not encodable).
   virtual void finish(const StageIdentity& id, const std::optional<std::string>& outcome,
                       double solve_seconds) = 0;
+  // Whether the outcome lookup() just gave for `id` was decided earlier in
+  // this same verification: the report counts it by how it was decided
+  // (stage_tally.h), not as cached.
+  virtual bool decided_in_this_run(const StageIdentity& /*id*/) { return false; }
 };
 
-// A store in memory, for one verification that decides overlapping sets of
-// stages more than once (the class verifier's refinement rounds).
+// A store in memory in front of the caller's (if any), for one verification
+// that decides overlapping sets of stages more than once (the class
+// verifier's refinement rounds and batches, claim inference's rounds).
 class MemoryVerdictStore : public StageVerdictStore {
  public:
+  explicit MemoryVerdictStore(StageVerdictStore* backing = nullptr) : backing_(backing) {}
   std::optional<std::string> lookup(const StageIdentity& id) override;
   void finish(const StageIdentity& id, const std::optional<std::string>& outcome,
               double solve_seconds) override;
-  // Lookups answered since the last call (a report counts them as decided
-  // in this run, not as cached).
-  int64_t take_hits();
+  // The stages it holds are the ones decided in this verification.
+  bool decided_in_this_run(const StageIdentity& id) override;
 
  private:
-  int64_t hits_ = 0;
+  StageVerdictStore* backing_;
   std::mutex mutex_;
   std::unordered_map<std::string, std::string> outcomes_;  // by stage key
 };

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "engine/core/units.h"
 #include "engine/format/large_text.h"
 
 namespace shardproof {
@@ -21,36 +22,6 @@ constexpr uint64_t kDefaultMaxFileBytes = uint64_t{1} << 30;
 std::nullopt_t fail(std::string* error, const std::string& path, const std::string& why) {
   if (error) *error = "cannot read " + path + ": " + why;
   return std::nullopt;
-}
-
-// "123", "64K", "512M", "2G" (binary multiples); 0 when malformed.
-uint64_t parse_bytes(const char* text) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long value = std::strtoull(text, &end, 10);
-  if (errno != 0 || end == text) return 0;
-  int shift = 0;
-  switch (*end) {
-    case '\0':
-      break;
-    case 'K':
-    case 'k':
-      shift = 10;
-      break;
-    case 'M':
-    case 'm':
-      shift = 20;
-      break;
-    case 'G':
-    case 'g':
-      shift = 30;
-      break;
-    default:
-      return 0;
-  }
-  if (shift > 0 && end[1] != '\0') return 0;
-  if (value > (UINT64_MAX >> shift)) return 0;
-  return static_cast<uint64_t>(value) << shift;
 }
 
 std::string describe_kind(mode_t mode) {
@@ -73,9 +44,10 @@ bool inside(const fs::path& file, const fs::path& root) {
 }  // namespace
 
 uint64_t max_file_bytes() {
+  // Malformed or 0: the default (the CLI warns about a malformed value).
   const char* env = std::getenv("SHARDPROOF_MAX_FILE_BYTES");
-  uint64_t limit = env ? parse_bytes(env) : 0;
-  return limit > 0 ? limit : kDefaultMaxFileBytes;
+  std::optional<uint64_t> limit = env ? parse_size(env) : std::nullopt;
+  return limit && *limit > 0 ? *limit : kDefaultMaxFileBytes;
 }
 
 std::optional<std::string> read_file_text(const std::string& path, std::string* error) {

@@ -52,9 +52,9 @@ Report verify_with_proposals(const Plan& plan, const VerifyOptions& options,
 
   // Outcomes decided in one round serve the next (the stages that no
   // withdrawal touched are the same stages).
-  MemoryVerdictStore memory;
+  MemoryVerdictStore memory(options.store);
   VerifyOptions round_options = options;
-  if (!round_options.store) round_options.store = &memory;
+  round_options.store = &memory;
 
   const int64_t proposed_count = static_cast<int64_t>(proposals.size());
   std::vector<InferredClaim> active = std::move(proposals);
@@ -63,9 +63,7 @@ Report verify_with_proposals(const Plan& plan, const VerifyOptions& options,
     const Plan hinted = with_claims(plan, active);
     std::vector<char> proposed(plan.parallel.tensors.size(), 0);
     for (const InferredClaim& c : active) proposed[static_cast<size_t>(c.parallel)] = 1;
-    memory.take_hits();
     report = verify_expanded(hinted, round_options, nullptr);
-    report.stats.cached -= memory.take_hits();  // decided in an earlier round
     if (report.verdict == Verdict::InternalError) break;
     std::set<int> withdraw;
     for (const Finding& f : report.findings)
@@ -84,9 +82,7 @@ Report verify_with_proposals(const Plan& plan, const VerifyOptions& options,
     active = std::move(kept);
   }
   // Every proposal withdrawn (or too many rounds): the plan as written.
-  memory.take_hits();
   report = verify_expanded(plan, round_options, record);
-  report.stats.cached -= memory.take_hits();
   report.stats.inferred_claims = proposed_count;
   report.stats.phases.infer = infer_seconds;
   report.stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();

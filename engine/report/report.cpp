@@ -210,14 +210,34 @@ int verdict_severity(Verdict v) {
   return 4;
 }
 
+int64_t decided_total(const Stats& s) {
+  return s.proven_trivially + s.solved + s.refuted_by_testing + s.symmetric + s.untried + s.cached +
+         s.reused;
+}
+
+void count_all_cached(Stats& s) {
+  s.proven_trivially = s.solved = s.refuted_by_testing = s.symmetric = s.untried = s.reused = 0;
+  s.cached = s.unique_stages;
+}
+
+std::string distinct_breakdown(const Stats& s) {
+  std::ostringstream out;
+  out << s.unique_stages << " distinct: " << s.proven_trivially << " trivial, " << s.solved
+      << " solved, ";
+  if (s.refuted_by_testing > 0) out << s.refuted_by_testing << " refuted by testing, ";
+  if (s.symmetric > 0) out << s.symmetric << " symmetric, ";
+  if (s.untried > 0) out << s.untried << " untried, ";
+  if (s.reused > 0) out << s.reused << " unchanged, ";
+  out << s.cached << " cached";
+  return out.str();
+}
+
 std::string report_headline(const Report& report) {
   std::ostringstream out;
   out << display_path(report) << ": " << verdict_title(report.verdict);
   if (report.verdict != Verdict::Invalid && report.verdict != Verdict::InternalError) {
     out << " (" << report.stats.stages << (report.stats.stages == 1 ? " stage, " : " stages, ")
-        << report.stats.unique_stages << " distinct, " << report.stats.solved << " solved, ";
-    if (report.stats.cached > 0) out << report.stats.cached << " cached, ";
-    if (report.stats.reused > 0) out << report.stats.reused << " unchanged, ";
+        << distinct_breakdown(report.stats) << "; ";
     if (report.stats.class_anchors > 0)
       out << "per class at " << report.stats.class_anchors << " corners of "
           << report.stats.parallel_ops << " op instances, ";

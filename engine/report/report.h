@@ -40,12 +40,17 @@ struct Finding {
 };
 
 struct Stats {
-  int64_t stages = 0;            // claim stages in the plan
-  int64_t unique_stages = 0;     // distinct canonical stages (identical layers share one)
-  int64_t solved = 0;            // stages sent to the solver
-  int64_t cached = 0;            // distinct stages whose verdict came from the cache
-  int64_t reused = 0;            // stages unchanged since the plan's last verification
-  int64_t proven_trivially = 0;  // stages closed by normalisation alone
+  int64_t stages = 0;         // claim stages in the plan
+  int64_t unique_stages = 0;  // distinct canonical stages (identical layers share one)
+  // How each distinct stage was decided (engine/decide/stage_tally.h): the
+  // categories are disjoint and add up to unique_stages (decided_total).
+  int64_t proven_trivially = 0;    // proven by normalisation alone
+  int64_t solved = 0;              // sent to the solver
+  int64_t refuted_by_testing = 0;  // refuted by random values before any solver call
+  int64_t symmetric = 0;           // took the proof of a stage that reduces to the same stage
+  int64_t untried = 0;             // undecided without a solver call (too large, no semantics)
+  int64_t cached = 0;              // from the cache: decided by an earlier verification
+  int64_t reused = 0;              // unchanged since the plan's last verification
   int64_t logical_ops = 0;
   int64_t parallel_ops = 0;   // of a compact plan: the op instances it denotes
   int64_t class_anchors = 0;  // compact plan verified per class: corners explored
@@ -71,6 +76,16 @@ struct Report {
   std::string error;                  // set when verdict == InternalError
   Stats stats;
 };
+
+// The distinct stages the categories of `stats` account for: equal to
+// stats.unique_stages in every report.
+int64_t decided_total(const Stats& stats);
+// Counts every distinct stage as cached: a whole report answered from the
+// cache.
+void count_all_cached(Stats& stats);
+// "4 distinct: 3 trivial, 1 solved, 0 cached" (the verdict line's and the
+// daemon log's breakdown; the rarer categories only when not zero).
+std::string distinct_breakdown(const Stats& stats);
 
 // The verdict line, without a newline: "plan.json: NOT EQUIVALENT (4 stages, ...)".
 std::string report_headline(const Report& report);

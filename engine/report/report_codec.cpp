@@ -33,10 +33,13 @@ Stats stats_from_json(const json& j) {
   Stats s;
   s.stages = j.at("stages").get<int64_t>();
   s.unique_stages = j.at("unique_stages").get<int64_t>();
+  s.proven_trivially = j.at("proven_trivially").get<int64_t>();
   s.solved = j.at("solved").get<int64_t>();
+  s.refuted_by_testing = j.value("refuted_by_testing", int64_t{0});
+  s.symmetric = j.value("symmetric", int64_t{0});
+  s.untried = j.value("untried", int64_t{0});
   s.cached = j.value("cached", int64_t{0});
   s.reused = j.value("reused", int64_t{0});
-  s.proven_trivially = j.at("proven_trivially").get<int64_t>();
   s.logical_ops = j.at("logical_ops").get<int64_t>();
   s.parallel_ops = j.at("parallel_ops").get<int64_t>();
   s.class_anchors = j.value("class_anchors", int64_t{0});
@@ -87,10 +90,13 @@ nlohmann::json report_to_json(const Report& report) {
 
   j["stats"] = {{"stages", report.stats.stages},
                 {"unique_stages", report.stats.unique_stages},
+                {"proven_trivially", report.stats.proven_trivially},
                 {"solved", report.stats.solved},
+                {"refuted_by_testing", report.stats.refuted_by_testing},
+                {"symmetric", report.stats.symmetric},
+                {"untried", report.stats.untried},
                 {"cached", report.stats.cached},
                 {"reused", report.stats.reused},
-                {"proven_trivially", report.stats.proven_trivially},
                 {"logical_ops", report.stats.logical_ops},
                 {"parallel_ops", report.stats.parallel_ops},
                 {"class_anchors", report.stats.class_anchors},

@@ -21,6 +21,7 @@ run_fuzzer() {
   # New inputs go to a working corpus; the checked-in seeds stay as they are.
   local work="$fuzz_build/corpus-$target" crashes="$fuzz_build/crashes-$target"
   mkdir -p "$work" "$crashes"
+  # Executables land at the build directory's top (CMAKE_RUNTIME_OUTPUT_DIRECTORY).
   local empty
   empty="$(mktemp -d)"  # the fuzzer's cwd: graph references find nothing
   echo "fuzz: $target for $seconds s (corpus $work, crashes $crashes)"
@@ -28,7 +29,7 @@ run_fuzzer() {
   (cd "$empty" &&
     ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-    "$fuzz_build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 \
+    "$fuzz_build/fuzz_$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 \
       -artifact_prefix="$crashes/" -print_final_stats=1 "$@" "$work" "$root/fuzz/corpus/$target") ||
     status=$?
   rm -rf "$empty"

@@ -1,10 +1,10 @@
-#include "cache/units.h"
+#include "engine/core/units.h"
 
 #include <cctype>
 #include <cstdio>
 #include <limits>
 
-namespace shardproof::cache {
+namespace shardproof {
 namespace {
 
 // Splits "512M" into 512 and "M"; nullopt unless digits come first.
@@ -74,4 +74,4 @@ std::string format_bytes(uint64_t bytes) {
   return buf;
 }
 
-}  // namespace shardproof::cache
+}  // namespace shardproof

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-namespace shardproof::cache {
+namespace shardproof {
 
 // "123", "64K", "512M", "2G", "1T" (binary multiples; a trailing "B" or
 // "iB" is accepted). nullopt when malformed or out of range.
@@ -18,4 +18,4 @@ std::optional<int64_t> parse_duration_seconds(const std::string& text);
 // "1.5 MiB", "320 B".
 std::string format_bytes(uint64_t bytes);
 
-}  // namespace shardproof::cache
+}  // namespace shardproof
