@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "engine/classes/compact_explore_impl.h"
+#include "engine/stage/claim_cone.h"
 
 namespace shardproof::compact {
 
@@ -159,57 +160,117 @@ void Explorer::Impl::record_claim(const TensorTemplate& t, const Coord& c) {
   for (int64_t v : slots(t.of->tensor, c)) value(v);
 }
 
-void Explorer::Impl::tensor(const Ref& r, const Coord& c, bool seed) {
-  const TensorTemplate& t = g.programs[r.program].tensors[r.element];
-  const int64_t key = pack(c);
-  sel->tensors[r.program][r.element].insert(key);
-  record_claim(t, c);
-  if (t.input || (t.of && !seed)) return;
-  node({r.program, r.element, key, seed ? kSeedWalk : kTensorWalk}, [&] {
-    std::optional<std::pair<Ref, Coord>> p = producer(r, c);
-    if (!p)
-      throw ExploreError{"tensor \"" + t.name.eval(c) + "\" has no lineage and no op writes it"};
-    op(p->first, p->second);
-  });
-}
-
-void Explorer::Impl::op(const Ref& r, const Coord& at) {
-  const OpTemplate& o = g.programs[r.program].ops[r.element];
-  Coord lead = at;
-  for (int axis : o.group) lead[axis] = 0;
-  if (!o.per_mb) lead[kMbAxis] = 0;
-  const int64_t key = pack(lead);
-  node({r.program, r.element, key, kOpWalk}, [&] { op_walk(r, o, at, lead, key); });
-}
-
-void Explorer::Impl::op_walk(const Ref& r, const OpTemplate& o, const Coord& at, const Coord& lead,
-                             int64_t key) {
-  sel->ops[r.program][r.element].insert(key);
-  // Attribute values are not recorded (docs/soundness.md, "Coordinate
-  // classes"): a value that shape reduction maps is a position, uniform
-  // over a box like a slice bound; any other is in the verdict key as
-  // written, so equal keys at the corners make it constant on the box.
-  std::vector<Coord> members;
-  int64_t n = 1;
-  for (int axis : o.group) n *= m.size(axis);
-  for (int64_t j = 0; j < n; ++j)
-    members.push_back(o.kind == Kind::Collective ? m.member(o.group, lead, j) : at);
-  for (const Coord& mc : members) {
-    Coord dst = mc;
-    if (o.kind == Kind::Send)
-      for (int axis : m.axes) dst[axis] += o.to[axis];
-    for (const Template& out : o.out) {
-      auto [tr, tc] = declaration(out, dst, dst);
-      sel->tensors[tr.program][tr.element].insert(pack(tc));
-      sel->produced[tr.program][tr.element].insert(pack(tc));
-      record_claim(g.programs[tr.program].tensors[tr.element], tc);
-    }
-    for (const Template& in : o.in) {
-      auto [tr, tc] = declaration(in, mc, mc);
-      tensor(tr, tc, false);
-    }
+// Writes out, for the walk, the outputs of op template `o` at its member
+// instance `mc`: its tensors and the claims they make.
+void Explorer::Impl::reach_outputs(const OpTemplate& o, const Coord& mc) {
+  Coord dst = mc;
+  if (o.kind == Kind::Send)
+    for (int axis : m.axes) dst[axis] += o.to[axis];
+  for (const Template& out : o.out) {
+    auto [tr, tc] = declaration(out, dst, dst);
+    sel->tensors[tr.program][tr.element].insert(pack(tc));
+    sel->produced[tr.program][tr.element].insert(pack(tc));
+    record_claim(g.programs[tr.program].tensors[tr.element], tc);
   }
 }
+
+namespace {
+
+// The compact plan's instances as the claim cone walks them (claim_cone.h):
+// what it reaches is added to the selection, every decision is recorded,
+// and each instance's walk is a node of the record (kept across anchors).
+class InstanceCone {
+ public:
+  using Tensor = std::pair<Ref, Coord>;  // template, instance coordinate
+  struct Op {
+    Ref ref;
+    Coord at;    // the instance
+    Coord lead;  // the instance a collective's members share, its key
+  };
+  using Impl = Explorer::Impl;
+
+  // An op instance's inputs, each member's in turn, each member's outputs
+  // reached before its inputs.
+  class Operands {
+   public:
+    Operands(Impl& x, const Op& op)
+        : x_(&x), o_(&x.g.programs[op.ref.program].ops[op.ref.element]) {
+      // Attribute values are not recorded (docs/soundness.md, "Coordinate
+      // classes"): a value that shape reduction maps is a position, uniform
+      // over a box like a slice bound; any other is in the verdict key as
+      // written, so equal keys at the corners make it constant on the box.
+      int64_t n = 1;
+      for (int axis : o_->group) n *= x.m.size(axis);
+      for (int64_t j = 0; j < n; ++j)
+        members_.push_back(o_->kind == Impl::Kind::Collective ? x.m.member(o_->group, op.lead, j)
+                                                              : op.at);
+    }
+    std::optional<Tensor> next() {
+      for (; member_ < members_.size(); ++member_, input_ = 0, outputs_reached_ = false) {
+        const Coord& mc = members_[member_];
+        if (!outputs_reached_) x_->reach_outputs(*o_, mc);
+        outputs_reached_ = true;
+        if (input_ < o_->in.size()) return x_->declaration(o_->in[input_++], mc, mc);
+      }
+      return std::nullopt;
+    }
+
+   private:
+    Impl* x_;
+    const OpTemplate* o_;
+    std::vector<Coord> members_;
+    size_t member_ = 0, input_ = 0;
+    bool outputs_reached_ = false;
+  };
+
+  explicit InstanceCone(Impl& x) : x_(x) {}
+
+  bool input(const Tensor& t) const { return decl(t).input; }
+  bool claimed(const Tensor& t) const { return decl(t).of.has_value(); }
+  // Every member of the group is a root (explore() walks them all), so one
+  // reached through another stops there and is walked from itself.
+  bool member(const Tensor&) const { return false; }
+  void reach(const Tensor& t) {
+    x_.sel->tensors[t.first.program][t.first.element].insert(x_.pack(t.second));
+    x_.record_claim(decl(t), t.second);
+  }
+  bool stage_input(const Tensor&) { return true; }
+  bool enter_tensor(const Tensor& t, bool root) { return x_.begin_node(key(t, root)); }
+  void leave_tensor(const Tensor& t, bool root) { x_.end_node(key(t, root)); }
+  Op producer(const Tensor& t) {
+    std::optional<std::pair<Ref, Coord>> p = x_.producer(t.first, t.second);
+    if (!p)
+      throw ExploreError{"tensor \"" + decl(t).name.eval(t.second) +
+                         "\" has no lineage and no op writes it"};
+    const OpTemplate& o = x_.g.programs[p->first.program].ops[p->first.element];
+    Coord lead = p->second;
+    for (int axis : o.group) lead[axis] = 0;
+    if (!o.per_mb) lead[kMbAxis] = 0;
+    return {p->first, p->second, lead};
+  }
+  bool enter_op(const Op& op) { return x_.begin_node(key(op)); }
+  void leave_op(const Op& op) { x_.end_node(key(op)); }
+  Operands operands(const Op& op) {
+    x_.sel->ops[op.ref.program][op.ref.element].insert(x_.pack(op.lead));
+    return Operands(x_, op);
+  }
+
+ private:
+  const TensorTemplate& decl(const Tensor& t) const {
+    return x_.g.programs[t.first.program].tensors[t.first.element];
+  }
+  Impl::NodeKey key(const Tensor& t, bool root) const {
+    return {t.first.program, t.first.element, x_.pack(t.second),
+            root ? Impl::kSeedWalk : Impl::kTensorWalk};
+  }
+  Impl::NodeKey key(const Op& op) const {
+    return {op.ref.program, op.ref.element, x_.pack(op.lead), Impl::kOpWalk};
+  }
+
+  Impl& x_;
+};
+
+}  // namespace
 
 AnchorRecord Explorer::Impl::explore(const Coord& anchor, Selection& selection,
                                      Selection& checked) {
@@ -221,6 +282,7 @@ AnchorRecord Explorer::Impl::explore(const Coord& anchor, Selection& selection,
   sel = &selection;
   hash = 0;
   count = 0;
+  outer.clear();  // left by a walk that threw
   AnchorRecord rec;
   // A program whose "on" does not hold at the anchor runs nothing there
   // ("on" never mentions mb, nor an axis an op is read at 0 along: its
@@ -247,7 +309,8 @@ AnchorRecord Explorer::Impl::explore(const Coord& anchor, Selection& selection,
           throw ExploreError{"internal: the claim group of \"" + t.name.eval(c) +
                              "\" does not hold it"};
         value(static_cast<int64_t>(members.size()));
-        for (const auto& [r, mc] : members) tensor(r, mc, true);
+        InstanceCone cone(*this);
+        walk_claim_cone(cone, members);
       });
     }
   }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -109,15 +110,31 @@ struct Explorer::Impl {
   // record of the walk in progress.
   template <class Walk>
   void node(const NodeKey& key, Walk walk) {
+    if (!begin_node(key)) return;
+    walk();
+    end_node(key);
+  }
+  // The same in two halves, for a walk that is not one call (the claim
+  // cone's): false, with the node's hash mixed in, if it was walked before;
+  // else its record starts, apart from the one in progress, until end_node.
+  bool begin_node(const NodeKey& key) {
     auto [it, fresh] = nodes.try_emplace(key, kInProgress);
     if (!fresh) {
       mix(it->second);
-      return;
+      return false;
     }
-    const uint64_t mine = hash_of(0x6e6f6465ull ^ static_cast<uint64_t>(key.kind), walk);
+    outer.emplace_back(hash, count);
+    hash = 0x6e6f6465ull ^ static_cast<uint64_t>(key.kind);
+    return true;
+  }
+  void end_node(const NodeKey& key) {
+    const uint64_t mine = hash;
+    std::tie(hash, count) = outer.back();
+    outer.pop_back();
     nodes[key] = mine;
     mix(mine);
   }
+  std::vector<std::pair<uint64_t, int64_t>> outer;  // the records begin_node set aside
 
   // The hash of what `part` records, started from `start`, apart from the
   // record in progress (left as it was).
@@ -221,15 +238,10 @@ struct Explorer::Impl {
   std::optional<std::pair<Ref, Coord>> producer(const Ref& r, const Coord& c);
 
   // ---- the walk -----------------------------------------------------------
+  // The walk is the claim cone's (engine/stage/claim_cone.h) over the
+  // instances (InstanceCone, compact_explore.cpp).
   void record_claim(const TensorTemplate& t, const Coord& c);
-
-  // Visits a tensor instance; walks to its producer unless it is claimed
-  // (a stage input) and not a `seed` (a member of the claim group walked).
-  void tensor(const Ref& r, const Coord& c, bool seed);
-
-  void op(const Ref& r, const Coord& at);
-
-  void op_walk(const Ref& r, const OpTemplate& o, const Coord& at, const Coord& lead, int64_t key);
+  void reach_outputs(const OpTemplate& o, const Coord& mc);
 
   // ---- claim groups -------------------------------------------------------
   // Every instance of a claim template that claims what `seed` claims at `c`.
@@ -271,6 +283,13 @@ struct Explorer::Impl {
   // blocks with gaps between them (constant count above 1, constant gap).
   static bool gapped(const OverTemplate& o);
 
+  // Whether claims `ul` and `lin` (same logical tensor) can never claim the
+  // same region (facts of the plan: nothing is recorded); throws if they are
+  // written in forms the search cannot compare.
+  static bool claims_apart(const Lineage& ul, const Lineage& lin);
+  // The axes to search claim template `u`'s instances along for `eqs`, in
+  // the order they are fixed (a fact of the plan, the same at every anchor).
+  std::vector<Axis> search_axes(const Ref& u, const std::vector<Equation>& eqs) const;
   std::vector<std::pair<Ref, Coord>> group(const Ref& seed, const Coord& c);
 
   // ---- the axes an op's own rules can depend on ---------------------------

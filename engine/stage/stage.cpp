@@ -3,11 +3,13 @@
 
 #include "engine/core/contraction.h"
 #include "engine/core/parallel_for.h"
+#include "engine/stage/claim_cone.h"
 #include "engine/stage/demanded_region.h"
 
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -26,35 +28,62 @@ struct GroupKey {
   }
 };
 
-// Collects ops (producers first) needed to compute `roots`, stopping at
-// tensors for which `stop` holds (and at graph inputs).
-template <class Stop>
-std::vector<int> backward_cone(const Graph& g, const std::vector<int>& roots, Stop stop,
-                               std::set<int>& reached_tensors) {
-  std::set<int> ops;
-  std::vector<int> work(roots.begin(), roots.end());
-  std::set<int> seen;
-  while (!work.empty()) {
-    int t = work.back();
-    work.pop_back();
-    if (!seen.insert(t).second) continue;
-    reached_tensors.insert(t);
-    bool is_root = std::find(roots.begin(), roots.end(), t) != roots.end();
-    if (!is_root && stop(t)) continue;
-    int producer = g.producer[t];
-    if (producer < 0) continue;
-    if (!ops.insert(producer).second) continue;
-    for (int in : g.ops[producer].in) work.push_back(in);
+// An expanded plan's parallel graph as claim_cone.h walks it, keeping what
+// the walk reaches.
+class GraphCone {
+ public:
+  using Tensor = int;
+  using Op = int;
+  class Operands {
+   public:
+    explicit Operands(const std::vector<int>& in) : in_(&in) {}
+    std::optional<int> next() {
+      if (next_ == in_->size()) return std::nullopt;
+      return (*in_)[next_++];
+    }
+
+   private:
+    const std::vector<int>* in_;
+    size_t next_ = 0;
+  };
+
+  // `members`: the claim group walked (it outlives the view).
+  GraphCone(const Graph& g, const std::set<int>& members) : g_(g), members_(members) {}
+
+  bool input(int t) const { return g_.producer[t] < 0; }
+  bool claimed(int t) const { return g_.tensors[t].of.has_value(); }
+  bool member(int t) const { return members_.count(t) > 0; }
+  void reach(int t) { reached_.insert(t); }
+  bool stage_input(int) { return true; }
+  bool enter_tensor(int t, bool) { return seen_.insert(t).second; }
+  int producer(int t) const { return g_.producer[t]; }
+  bool enter_op(int op) { return ops_.insert(op).second; }
+  Operands operands(int op) {
     // A multi-output op computes all of its outputs.
-    for (int out : g.ops[producer].out) reached_tensors.insert(out), seen.insert(out);
+    for (int out : g_.ops[op].out) reached_.insert(out), seen_.insert(out);
+    return Operands(g_.ops[op].in);
   }
-  // Sorted by topological rank: scanning the whole graph's order here would
-  // make cutting a plan quadratic (a stage per claim, every op per stage).
-  std::vector<int> ordered(ops.begin(), ops.end());
-  std::sort(ordered.begin(), ordered.end(),
-            [&](int a, int b) { return g.topo_rank[a] < g.topo_rank[b]; });
-  return ordered;
-}
+  void leave_op(int) {}
+  void leave_tensor(int, bool) {}
+
+  const std::set<int>& reached() const { return reached_; }
+  // The ops reached, producers first.
+  std::vector<int> ops() const {
+    // Sorted by topological rank: scanning the whole graph's order here would
+    // make cutting a plan quadratic (a stage per claim, every op per stage).
+    std::vector<int> ordered(ops_.begin(), ops_.end());
+    std::sort(ordered.begin(), ordered.end(),
+              [&](int a, int b) { return g_.topo_rank[a] < g_.topo_rank[b]; });
+    return ordered;
+  }
+
+ protected:
+  const Graph& g_;
+
+ private:
+  const std::set<int>& members_;
+  std::set<int> reached_, seen_, ops_;
+};
 
 }  // namespace
 
@@ -65,11 +94,10 @@ void cut_cones(const Plan& plan, StageUnit& unit) {
   const Graph& par = plan.parallel;
   const Graph& log = plan.logical;
   const std::set<int> member_set(unit.members.begin(), unit.members.end());
-
-  std::set<int> par_reached;
-  unit.parallel_cone = backward_cone(
-      par, unit.members,
-      [&](int t) { return par.tensors[t].of.has_value() && !member_set.count(t); }, par_reached);
+  GraphCone cone(par, member_set);
+  walk_claim_cone(cone, unit.members);
+  unit.parallel_cone = cone.ops();
+  const std::set<int>& par_reached = cone.reached();
 
   // The cut: logical tensors the parallel stage inputs refer to. A
   // restricted input refers to its contraction's operands instead: the stage
@@ -124,27 +152,29 @@ void cut_cones(const Plan& plan, StageUnit& unit) {
 
 namespace {
 
-// Whether `member`'s parallel cone (stopping, as a stage does, at lineage
-// tensors outside the group) reaches a claim on the target logical tensor
-// itself, e.g. parts that an all-reduce sums into a replica.
-bool reaches_target_claim(const Graph& par, int member, const std::set<int>& member_set,
-                          int target) {
-  std::vector<int> work{member};
-  std::set<int> seen;
-  while (!work.empty()) {
-    int t = work.back();
-    work.pop_back();
-    if (!seen.insert(t).second) continue;
-    const TensorDecl& d = par.tensors[t];
-    if (t != member && d.of && !member_set.count(t)) {
-      if (d.of->logical == target && d.of->over.empty()) return true;
-      continue;
-    }
-    int producer = par.producer[t];
-    if (producer >= 0)
-      for (int in : par.ops[producer].in) work.push_back(in);
+// Whether `member`'s claim cone (with the group `members`) reaches a claim
+// on the target logical tensor itself, e.g. parts that an all-reduce sums
+// into a replica.
+class TargetClaimSearch : public GraphCone {
+ public:
+  TargetClaimSearch(const Graph& par, const std::set<int>& members, int target)
+      : GraphCone(par, members), target_(target) {}
+  bool stage_input(int t) {
+    const Lineage& of = *g_.tensors[t].of;
+    found_ = of.logical == target_ && of.over.empty();
+    return !found_;  // found: the walk ends
   }
-  return false;
+  bool found() const { return found_; }
+
+ private:
+  const int target_;
+  bool found_ = false;
+};
+
+bool reaches_target_claim(const Graph& par, int member, const std::set<int>& members, int target) {
+  TargetClaimSearch search(par, members, target);
+  walk_claim_cone(search, {member});
+  return search.found();
 }
 
 // A stage whose parallel inputs claim its target takes the target as free
