@@ -91,6 +91,63 @@ bool Explorer::Impl::gapped(const OverTemplate& o) {
   return gap.is_constant() && gap.constant > 0;
 }
 
+bool Explorer::Impl::claims_apart(const Lineage& ul, const Lineage& lin) {
+  if (ul.has_slice != lin.has_slice || ul.slice.size() != lin.slice.size())
+    throw ExploreError{
+        "claims of one logical tensor written with and without a slice (or with "
+        "different ranks); the class verifier needs one form"};
+  bool apart = false;
+  for (size_t d = 0; d < ul.slice.size(); ++d) apart |= lengths_apart(ul.slice[d], lin.slice[d]);
+  for (size_t a = 0; a < ul.over.size(); ++a) {
+    const OverTemplate &uo = ul.over[a], &lo = lin.over[a];
+    if (uo.strided != lo.strided) {
+      // A block and blocks with gaps between them are never one set; a
+      // step whose blocks may touch would need the v1 reader's merging.
+      if (!gapped(uo) && !gapped(lo))
+        throw ExploreError{
+            "restricted claims of one logical tensor written with and without a step, "
+            "whose blocks may touch; the class verifier needs one form"};
+      apart = true;
+    }
+    apart |= lengths_apart({uo.lo, uo.hi}, {lo.lo, lo.hi});
+  }
+  return apart;
+}
+
+std::vector<Explorer::Impl::Axis> Explorer::Impl::search_axes(
+    const Ref& u, const std::vector<Equation>& eqs) const {
+  const TensorTemplate& t = g.programs[u.program].tensors[u.element];
+  std::vector<int> all(m.axes.begin(), m.axes.end());
+  if (t.per_mb) all.push_back(kMbAxis);
+  std::vector<Axis> axes;
+  for (int a : all) {
+    bool mentioned = false;
+    for (const Equation& e : eqs) mentioned |= e.lhs.coef[a] != 0;
+    std::optional<int64_t> pinned;
+    if (!mentioned) pinned = pinned_by(g.programs[u.program].on, a);
+    if (!mentioned && !pinned) pinned = pinned_by(t.when, a);
+    axes.push_back({a, mentioned, a == kMbAxis ? m.mb : m.size(a), pinned});
+  }
+  // Relative axes first: the equations prune them before the others multiply.
+  std::stable_partition(axes.begin(), axes.end(), [](const Axis& x) { return x.relative; });
+  // Among them, the widest first: the axis whose term spans most of an
+  // equation's range is fixed first, so the bounds prune each level to
+  // a value or two (a micro-batch stride of 131072 rows before the dp
+  // rank's 4096) instead of trying every value below it. The order is a
+  // fact of the plan (coefficients and sizes), the same at every anchor.
+  auto span = [&](const Axis& x) {
+    int64_t widest = 0;
+    for (const Equation& e : eqs)
+      widest = std::max(widest, std::abs(e.lhs.coef[x.axis]) * (x.size - 1));
+    return widest;
+  };
+  const auto relative_end =
+      std::find_if(axes.begin(), axes.end(), [](const Axis& x) { return !x.relative; });
+  std::stable_sort(axes.begin(), relative_end,
+                   [&](const Axis& a, const Axis& b) { return span(a) > span(b); });
+  return axes;
+}
+
 std::vector<std::pair<Ref, Coord>> Explorer::Impl::group(const Ref& seed, const Coord& c) {
   const TensorTemplate& s = g.programs[seed.program].tensors[seed.element];
   const Lineage& lin = *s.of;
@@ -101,26 +158,7 @@ std::vector<std::pair<Ref, Coord>> Explorer::Impl::group(const Ref& seed, const 
     const TensorTemplate& t = g.programs[u.program].tensors[u.element];
     const Lineage& ul = *t.of;
     if (ul.has_part != lin.has_part || ul.over.size() != lin.over.size()) continue;
-    if (ul.has_slice != lin.has_slice || ul.slice.size() != lin.slice.size())
-      throw ExploreError{
-          "claims of one logical tensor written with and without a slice (or with "
-          "different ranks); the class verifier needs one form"};
-    bool apart = false;
-    for (size_t d = 0; d < ul.slice.size(); ++d) apart |= lengths_apart(ul.slice[d], lin.slice[d]);
-    for (size_t a = 0; a < ul.over.size(); ++a) {
-      const OverTemplate &uo = ul.over[a], &lo = lin.over[a];
-      if (uo.strided != lo.strided) {
-        // A block and blocks with gaps between them are never one set; a
-        // step whose blocks may touch would need the v1 reader's merging.
-        if (!gapped(uo) && !gapped(lo))
-          throw ExploreError{
-              "restricted claims of one logical tensor written with and without a step, "
-              "whose blocks may touch; the class verifier needs one form"};
-        apart = true;
-      }
-      apart |= lengths_apart({uo.lo, uo.hi}, {lo.lo, lo.hi});
-    }
-    if (apart) continue;
+    if (claims_apart(ul, lin)) continue;
     std::vector<Equation> eqs;
     const Pattern& up = *u.pattern;
     for (size_t i = 0; i < up.slots.size(); ++i) eqs.push_back({up.slots[i], tv[i]});
@@ -138,35 +176,7 @@ std::vector<std::pair<Ref, Coord>> Explorer::Impl::group(const Ref& seed, const 
         eqs.push_back({uo.count, lo.count.eval(c)});
       }
     }
-    std::vector<int> all(m.axes.begin(), m.axes.end());
-    if (t.per_mb) all.push_back(kMbAxis);
-    std::vector<Axis> axes;
-    for (int a : all) {
-      bool mentioned = false;
-      for (const Equation& e : eqs) mentioned |= e.lhs.coef[a] != 0;
-      std::optional<int64_t> pinned;
-      if (!mentioned) pinned = pinned_by(g.programs[u.program].on, a);
-      if (!mentioned && !pinned) pinned = pinned_by(t.when, a);
-      axes.push_back({a, mentioned, a == kMbAxis ? m.mb : m.size(a), pinned});
-    }
-    // Relative axes first: the equations prune them before the others multiply.
-    std::stable_partition(axes.begin(), axes.end(), [](const Axis& x) { return x.relative; });
-    // Among them, the widest first: the axis whose term spans most of an
-    // equation's range is fixed first, so the bounds prune each level to
-    // a value or two (a micro-batch stride of 131072 rows before the dp
-    // rank's 4096) instead of trying every value below it. The order is a
-    // fact of the plan (coefficients and sizes), the same at every anchor.
-    auto span = [&](const Axis& x) {
-      int64_t widest = 0;
-      for (const Equation& e : eqs)
-        widest = std::max(widest, std::abs(e.lhs.coef[x.axis]) * (x.size - 1));
-      return widest;
-    };
-    const auto relative_end =
-        std::find_if(axes.begin(), axes.end(), [](const Axis& x) { return !x.relative; });
-    std::stable_sort(axes.begin(), relative_end,
-                     [&](const Axis& a, const Axis& b) { return span(a) > span(b); });
-    search(u, eqs, axes, 0, c, Coord{}, members);
+    search(u, eqs, search_axes(u, eqs), 0, c, Coord{}, members);
   }
   return members;
 }

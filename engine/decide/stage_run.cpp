@@ -129,32 +129,8 @@ class StageRun {
 
   void run(Report& report) {
     auto start = Clock::now();
-    // Key every stage: from the memo when its unreduced form was seen
-    // before (it is reduced later, only if it must be solved or its findings
-    // rendered), else by reducing it.
-    StageIdentityMemo run_memo;
-    StageIdentityMemo& memo = options_.identity_memo ? *options_.identity_memo : run_memo;
     announce_reused();
-    // A stage keyed from the memo is let go at once (most stages of a large
-    // plan are: holding them all was most of its peak memory); one reduced
-    // here is kept, as it is likely the first of its key.
-    parallel_for(options_.jobs, stages_.size(), [&](size_t i) {
-      if (reused_[i]) return;
-      if (!options_.reduce_shapes) {
-        ids_[i] = stage_identity(stage(i));
-        release(i);
-        return;
-      }
-      const RawStageKey raw = raw_stage_key(stage(i));
-      if (std::optional<StageIdentity> known = memo.find(raw)) {
-        ids_[i] = std::move(*known);
-        release(i);
-        return;
-      }
-      ensure_reduced(i);
-      ids_[i] = stage_identity(stage(i));
-      memo.remember(raw, ids_[i]);
-    });
+    key_stages();
     // One stage per distinct key (identical layers once).
     std::map<std::string, size_t> first_with_key;
     std::vector<size_t> unique, duplicates;
@@ -185,12 +161,48 @@ class StageRun {
     }
     parallel_for(options_.jobs, leaders.size(), [&](size_t u) { decide_safely(leaders[u]); });
     parallel_for(options_.jobs, followers.size(), [&](size_t f) { decide_safely(followers[f]); });
-    // A duplicate of a proven stage is proven; a duplicate of a refuted one
-    // gets its findings by position, in its own names; any other duplicate
-    // is solved on its own.
+    decide_duplicates(duplicates, first_with_key);
+    report.stats.phases.decide = std::chrono::duration<double>(Clock::now() - keyed).count();
+    combine(outcomes_, sources_, report);
+  }
+
+ private:
+  // Keys every stage: from the memo when its unreduced form was seen
+  // before (it is reduced later, only if it must be solved or its findings
+  // rendered), else by reducing it.
+  void key_stages() {
+    StageIdentityMemo run_memo;
+    StageIdentityMemo& memo = options_.identity_memo ? *options_.identity_memo : run_memo;
+    // A stage keyed from the memo is let go at once (most stages of a large
+    // plan are: holding them all was most of its peak memory); one reduced
+    // here is kept, as it is likely the first of its key.
+    parallel_for(options_.jobs, stages_.size(), [&](size_t i) {
+      if (reused_[i]) return;
+      if (!options_.reduce_shapes) {
+        ids_[i] = stage_identity(stage(i));
+        release(i);
+        return;
+      }
+      const RawStageKey raw = raw_stage_key(stage(i));
+      if (std::optional<StageIdentity> known = memo.find(raw)) {
+        ids_[i] = std::move(*known);
+        release(i);
+        return;
+      }
+      ensure_reduced(i);
+      ids_[i] = stage_identity(stage(i));
+      memo.remember(raw, ids_[i]);
+    });
+  }
+
+  // A duplicate of a proven stage is proven; a duplicate of a refuted one
+  // gets its findings by position, in its own names; any other duplicate
+  // is solved on its own.
+  void decide_duplicates(const std::vector<size_t>& duplicates,
+                         const std::map<std::string, size_t>& first_with_key) {
     std::vector<size_t> resolve;
     for (size_t i : duplicates) {
-      size_t first = first_with_key[ids_[i].key];
+      const size_t first = first_with_key.at(ids_[i].key);
       std::optional<StageOutcome> copy;
       if (outcomes_[first].status == StageStatus::Proven) {
         copy = StageOutcome{};
@@ -209,11 +221,8 @@ class StageRun {
       announce(i);
     }
     parallel_for(options_.jobs, resolve.size(), [&](size_t r) { decide_safely(resolve[r]); });
-    report.stats.phases.decide = std::chrono::duration<double>(Clock::now() - keyed).count();
-    combine(outcomes_, sources_, report);
   }
 
- private:
   // An exception must not escape a solver thread (that would end the
   // process, a daemon included): it becomes the stage's internal error.
   void decide_safely(size_t i) {
