@@ -111,10 +111,6 @@ void Service::verify(const json& id, VerifyRequest request, const Reply& reply,
     options.infer_claims = request.infer_claims;
     options.store = &inflight_;
     options.identity_memo = &identity_memo_;
-    if (!request.key.empty()) {
-      answer_by_identity(id, request, reply);
-      return;
-    }
     // Its row in `daemon status`, and the flag `daemon cancel` sets.
     std::unique_ptr<RequestTable::Entry> entry = requests_.add(request.path);
     RequestTable::Entry* row = entry.get();
@@ -145,10 +141,9 @@ void Service::verify(const json& id, VerifyRequest request, const Reply& reply,
       ~Release() { budget.release(bytes); }
     } release{memory_, cost};
     // The daemon reads no user files: a plan must come with its graphs inlined.
-    bool refused = false;
     std::unique_ptr<PlanMemo> memo = plan_memos_.take(request.path);
     // The text is scanned before it is moved in (the plan may keep it).
-    refused = has_graph_references(request.text);
+    const bool refused = has_graph_references(request.text);
     Report report = cache::verify_with_cache(
         request.path, std::move(request.text), options, cache_.get(), [&] { return !refused; },
         memo.get());

@@ -39,7 +39,9 @@ class Service {
 
   // Progress events, then one result (or error), through `reply`. Once
   // `cancelled` is set (the client went away), stages not yet solved are
-  // not solved: the answer is unknown and goes to nobody.
+  // not solved: the answer is unknown and goes to nobody. `request` comes
+  // with its text: a request by key goes to answer_by_identity (the server
+  // dispatches it there before any thread hop).
   void verify(const nlohmann::json& id, VerifyRequest request, const Reply& reply,
               const std::atomic<bool>* cancelled = nullptr);
   // A verify by identity (no text): answered from the cache's stored

@@ -131,8 +131,10 @@ TEST(ClassVerifier, SameVerdictAsTheExpansion) {
 
 // The explorer's walk (classes/compact_explore.cpp) and the cut
 // (stage/stage.cpp) each say which ops a claim group's stage holds: the
-// walk picks what to write out, the cut builds stages from it. Should they
-// drift apart, a class would verify other stages than the expansion's. So
+// walk picks what to write out, the cut builds stages from it. Both walk the
+// one claim cone (stage/claim_cone.h, tested in claim_cone_test.cpp), each
+// over its own view; should the views drift apart, a class would verify
+// other stages than the expansion's. So
 // the distinct stages decided per class must be exactly those of the
 // expansion. Compared by verdict key (StageIdentity::verdict): a stage inside
 // a class differs from its corner's only in full-size positions, which the

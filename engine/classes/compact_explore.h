@@ -60,8 +60,9 @@ class Explorer {
   // selections.
   AnchorRecord explore(const Coord& anchor, Selection& selection, Selection& checked);
 
+  struct Impl;  // compact_explore_impl.h, internal to engine/classes
+
  private:
-  struct Impl;
   Impl* impl_;
 };
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <queue>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <unordered_set>
 
@@ -249,6 +250,16 @@ std::vector<int> demanded_cone(const Graph& g, const std::vector<std::pair<int, 
   }
   std::reverse(kept.begin(), kept.end());
   return kept;
+}
+
+Contraction contraction_producing(const Graph& log, int t) {
+  const Op& op = log.ops[log.producer[t]];
+  std::vector<Shape> shapes;
+  for (int in : op.in) shapes.push_back(log.tensors[in].shape);
+  Contraction c;
+  if (std::string e = contraction_of(op.op, op.attrs, shapes, c); !e.empty())
+    throw std::logic_error("restricted claim on " + log.tensors[t].name + ": " + e);
+  return c;
 }
 
 }  // namespace shardproof

@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "engine/core/contraction.h"
 #include "engine/core/ir.h"
 
 namespace shardproof {
@@ -26,5 +27,9 @@ std::vector<int> demanded_cone(const Graph& graph,
 // The demand that `region` of the (one) output of op `op` places on its
 // operand `k`.
 SliceSpec operand_demand(const Graph& graph, int op, size_t k, const SliceSpec& region);
+
+// How logical tensor `t`'s producer contracts (checked by the parser for
+// every restricted claim; throws std::logic_error otherwise).
+Contraction contraction_producing(const Graph& log, int t);
 
 }  // namespace shardproof

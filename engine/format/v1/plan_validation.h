@@ -88,6 +88,9 @@ class What {
   const void* fn_ = nullptr;
 };
 
+// `s` in double quotes, for messages.
+std::string quoted(std::string_view s);
+
 // Each fails with rule "type" unless told, saying what was expected and found.
 void expect_object(const Node& n, What what);
 void expect_array(const Node& n, What what, std::string_view rule = "type");
@@ -118,6 +121,22 @@ struct GraphSyntax {
 // SSA, placement, acyclicity, operator shape rules); fills `g` completely
 // except lineage.
 GraphSyntax read_graph(const Node& node, bool parallel, Graph& g);
+
+// "the parallel graph" or "the logical graph", for messages.
+const char* graph_name(const Graph& g);
+
+// The checks read_graph makes once a graph is read
+// (plan_validation_graph_checks.cpp). Every tensor is a graph input or the
+// out of exactly one op, never both: fills g.producer.
+void check_ssa(Graph& g, const GraphSyntax& syn);
+// A non-collective op runs on one rank, all its tensors there: sets op.rank.
+void place_local(const Graph& g, Op& op, const Node& n);
+// A collective's i-th input and output live on group[i]; send moves
+// group[0] -> group[1].
+void place_collective(const Graph& g, const Op& op, const Node& n);
+// Kahn's algorithm, always taking the ready op that comes first in the
+// plan: fills g.topo_order and g.topo_rank; a cycle fails (rule "cycle").
+void sort_topologically(Graph& g, const GraphSyntax& syn);
 
 // What check_lineage checks: the whole contract (Plan), or, for a part of
 // an expansion the class verifier cut out around some stages (Stages), each

@@ -16,10 +16,6 @@ namespace {
   throw InvalidPlan{Diagnostic{std::string(rule), file, pointer, pos.line, pos.column, message}};
 }
 
-std::string quoted(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
-}
-
 // The indices that lead from `at` down to `target`; false when `target` is
 // not below `at`. Looks among the direct members first, so values near the
 // top (a graph under the plan root) are found without a walk.
@@ -40,6 +36,10 @@ bool path_to(const jsonsrc::Value& at, const jsonsrc::Value* target, std::vector
 }
 
 }  // namespace
+
+std::string quoted(std::string_view s) {
+  return "\"" + std::string(s) + "\"";
+}
 
 std::string Node::pointer() const {
   std::vector<size_t> path;
@@ -144,12 +144,14 @@ std::shared_ptr<const SourceRef> read_source(const Node& n, What what, SourceInt
                       jsonsrc::describe(n.value()));
   check_keys(n, {"file", "line", "function"}, sw);
   SourceRef src;
-  src.file = expect_string(require(n, "file", sw, "src"), [&] { return sw() + " file"; }, "src");
+  src.file = expect_string(
+      require(n, "file", sw, "src"), [&] { return sw() + " file"; }, "src");
   if (src.file.empty()) n.get("file")->fail("src", sw() + " file: a file name is not empty");
-  src.line = expect_int(require(n, "line", sw, "src"), "src", [&] { return sw() + " line"; }, 1,
-                        INT32_MAX);
+  src.line = expect_int(
+      require(n, "line", sw, "src"), "src", [&] { return sw() + " line"; }, 1, INT32_MAX);
   if (std::optional<Node> fn = n.get("function"))
-    src.function = expect_string(*fn, [&] { return sw() + " function"; }, "src");
+    src.function = expect_string(
+        *fn, [&] { return sw() + " function"; }, "src");
   std::string key = src.file + '\0' + std::to_string(src.line) + '\0' + src.function;
   std::shared_ptr<const SourceRef>& interned = seen[key];
   if (!interned) interned = std::make_shared<const SourceRef>(std::move(src));

@@ -17,10 +17,6 @@ namespace {
 
 using Kind = jsonsrc::Value::Kind;
 
-std::string quoted(const std::string& s) {
-  return "\"" + s + "\"";
-}
-
 // Bigger shapes would overflow element counts elsewhere.
 constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 4;
 // Attribute numbers beyond this exponent are surely mistakes; their exact
@@ -108,9 +104,9 @@ class GraphReader {
     Op op = read_op(node_, index, g_.ops.at(static_cast<size_t>(index)).pointer);
     if (g_.parallel) {
       if (op.group.empty())
-        place_local(op, node_);
+        place_local(g_, op, node_);
       else
-        place_collective(op, node_);
+        place_collective(g_, op, node_);
     }
     check_op_shapes(op, node_, defs_.back());
     return op;
@@ -123,17 +119,15 @@ class GraphReader {
     g_.outputs = read_names(*syn_.outputs, "outputs");
     check_outputs();
     read_ops();
-    check_ssa();
+    check_ssa(g_, syn_);
     if (g_.parallel) check_placement();
-    sort_topologically();
+    sort_topologically(g_, syn_);
     check_shapes();
     return std::move(syn_);
   }
 
  private:
-  const char* graph_name() const {
-    return g_.parallel ? "the parallel graph" : "the logical graph";
-  }
+  const char* graph_name() const { return plan_detail::graph_name(g_); }
 
   void read_top() {
     expect_object(node_, graph_name());
@@ -355,167 +349,13 @@ class GraphReader {
     return group;
   }
 
-  // Every tensor is a graph input or the out of exactly one op, never both.
-  void check_ssa() {
-    g_.producer.assign(g_.tensors.size(), -1);
-    std::vector<bool> is_input(g_.tensors.size(), false);
-    for (size_t i = 0; i < g_.inputs.size(); ++i) {
-      int t = g_.inputs[i];
-      if (is_input[t])
-        syn_.inputs->item(i).fail(
-            "ssa", "tensor " + quoted(g_.tensors[t].name) + " is listed twice in inputs");
-      is_input[t] = true;
-    }
-    for (const Op& op : g_.ops) {
-      auto out = [&](size_t j) { return syn_.ops[op.index].get("out")->item(j); };
-      for (size_t j = 0; j < op.out.size(); ++j) {
-        int t = op.out[j];
-        auto tn = [&] { return quoted(g_.tensors[t].name); };
-        if (is_input[t])
-          out(j).fail("ssa", "tensor " + tn() + " is a graph input and also the output of op " +
-                                 op.display_name());
-        if (g_.producer[t] >= 0)
-          out(j).fail("ssa", "tensor " + tn() + " is already the output of op " +
-                                 g_.ops[g_.producer[t]].display_name() +
-                                 "; every tensor has exactly one producer");
-        g_.producer[t] = op.index;
-      }
-    }
-    for (size_t t = 0; t < g_.tensors.size(); ++t)
-      if (!is_input[t] && g_.producer[t] < 0)
-        syn_.tensor_decls[t].fail("dangling-tensor",
-                                  "tensor " + quoted(g_.tensors[t].name) +
-                                      " is declared but is neither an input nor any op's output");
-  }
-
   void check_placement() {
     for (Op& op : g_.ops) {
       if (op.group.empty())
-        place_local(op, syn_.ops[op.index]);
+        place_local(g_, op, syn_.ops[op.index]);
       else
-        place_collective(op, syn_.ops[op.index]);
+        place_collective(g_, op, syn_.ops[op.index]);
     }
-  }
-
-  // A non-collective op runs on one rank: all its tensors live there.
-  void place_local(Op& op, const Node& n) {
-    int first = op.in.empty() ? op.out[0] : op.in[0];
-    int rank = g_.tensors[first].rank;
-    auto check = [&](const std::vector<int>& ts, const char* key) {
-      for (size_t j = 0; j < ts.size(); ++j) {
-        const TensorDecl& t = g_.tensors[ts[j]];
-        if (t.rank != rank)
-          n.get(key)->item(j).fail(
-              "placement", "op " + op.display_name() + " (" + op.op +
-                               ") is not a collective, so all its tensors live on one rank; " +
-                               quoted(t.name) + " is on rank " + std::to_string(t.rank) + " but " +
-                               quoted(g_.tensors[first].name) + " is on rank " +
-                               std::to_string(rank));
-      }
-    };
-    check(op.in, "in");
-    check(op.out, "out");
-    if (op.rank >= 0 && op.rank != rank)
-      n.get("rank")->fail("placement", "op " + op.display_name() + " says rank " +
-                                           std::to_string(op.rank) +
-                                           " but its tensors are on rank " + std::to_string(rank));
-    op.rank = rank;
-  }
-
-  // The i-th input and output live on group[i]; send moves group[0] -> group[1].
-  void place_collective(const Op& op, const Node& n) {
-    auto what = [&] { return "collective " + op.display_name() + " (" + op.op + ")"; };
-    size_t g = op.group.size();
-    bool send = op.op == "send";
-    if (send && (g != 2 || op.in.size() != 1 || op.out.size() != 1))
-      n.fail("group",
-             what() + ": send needs group [src, dst], one input and one output; found a group of " +
-                 std::to_string(g) + ", " + std::to_string(op.in.size()) + " input(s), " +
-                 std::to_string(op.out.size()) + " output(s)");
-    if (!send && (op.in.size() != g || op.out.size() != g))
-      n.fail("group", what() + ": needs one input and one output per group rank (" +
-                          std::to_string(g) + "); found " + std::to_string(op.in.size()) +
-                          " input(s) and " + std::to_string(op.out.size()) + " output(s)");
-    auto check = [&](const std::vector<int>& ts, const char* key, size_t offset) {
-      for (size_t j = 0; j < ts.size(); ++j) {
-        const TensorDecl& t = g_.tensors[ts[j]];
-        int want = op.group[j + offset];
-        if (t.rank != want)
-          n.get(key)->item(j).fail(
-              "placement", what() + ": " + key + "[" + std::to_string(j) + "] must live on rank " +
-                               std::to_string(want) + " (group[" + std::to_string(j + offset) +
-                               "]); " + quoted(t.name) + " is on rank " + std::to_string(t.rank));
-      }
-    };
-    check(op.in, "in", 0);
-    check(op.out, "out", send ? 1 : 0);
-  }
-
-  // Kahn's algorithm, always taking the ready op that comes first in the plan.
-  void sort_topologically() {
-    size_t n = g_.ops.size();
-    std::vector<std::vector<int>> users(n);
-    std::vector<int> pending(n, 0);
-    std::vector<int> deps;  // the op's producers, each once, in index order
-    for (const Op& op : g_.ops) {
-      deps.clear();
-      for (int t : op.in)
-        if (g_.producer[t] >= 0) deps.push_back(g_.producer[t]);
-      std::sort(deps.begin(), deps.end());
-      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-      pending[op.index] = static_cast<int>(deps.size());
-      for (int d : deps) users[d].push_back(op.index);
-    }
-    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
-    for (size_t i = 0; i < n; ++i)
-      if (pending[i] == 0) ready.push(static_cast<int>(i));
-    while (!ready.empty()) {
-      int i = ready.top();
-      ready.pop();
-      g_.topo_order.push_back(i);
-      for (int u : users[i])
-        if (--pending[u] == 0) ready.push(u);
-    }
-    if (g_.topo_order.size() != n) report_cycle(pending);
-    g_.topo_rank.assign(n, 0);
-    for (size_t r = 0; r < g_.topo_order.size(); ++r)
-      g_.topo_rank[g_.topo_order[r]] = static_cast<int>(r);
-  }
-
-  // Every op left unsorted has an unsorted producer: walking back from one
-  // must come round to an op already seen.
-  [[noreturn]] void report_cycle(const std::vector<int>& pending) {
-    int start =
-        static_cast<int>(std::find_if(pending.begin(), pending.end(), [](int p) { return p > 0; }) -
-                         pending.begin());
-    std::vector<int> path;
-    std::vector<int> seen_at(g_.ops.size(), -1);
-    int cur = start;
-    while (seen_at[cur] < 0) {
-      seen_at[cur] = static_cast<int>(path.size());
-      path.push_back(cur);
-      for (int t : g_.ops[cur].in) {
-        int p = g_.producer[t];
-        if (p >= 0 && pending[p] > 0) {
-          cur = p;
-          break;
-        }
-      }
-    }
-    // path[seen_at[cur]..] walks the cycle backwards; print it forwards.
-    std::vector<int> cycle(path.begin() + seen_at[cur], path.end());
-    std::reverse(cycle.begin(), cycle.end());
-    std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
-    std::string text;
-    for (size_t k = 0; k < cycle.size(); ++k) {
-      const Op& a = g_.ops[cycle[k]];
-      const Op& b = g_.ops[cycle[(k + 1) % cycle.size()]];
-      std::string via;
-      for (int t : b.in)
-        if (g_.producer[t] == a.index) via = g_.tensors[t].name;
-      text += (k ? "" : quoted(a.display_name())) + " --" + via + "--> " + quoted(b.display_name());
-    }
-    syn_.ops[cycle[0]].fail("cycle", std::string(graph_name()) + " has a cycle: " + text);
   }
 
   void check_shapes() {

@@ -9,10 +9,6 @@
 namespace shardproof::plan_detail {
 namespace {
 
-std::string quoted(const std::string& s) {
-  return "\"" + s + "\"";
-}
-
 Shape extent(const SliceSpec& slice) {
   Shape s;
   for (auto [lo, hi] : slice) s.push_back(hi - lo);
