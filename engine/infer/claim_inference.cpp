@@ -87,6 +87,68 @@ int64_t graph_elements(const Graph& g) {
   return n;
 }
 
+using BlockIndex = std::unordered_multimap<uint64_t, BlockRef>;
+
+// Every block shaped `shape` of every logical real tensor, by the
+// fingerprint of its values up to a factor; nullopt past `budget` elements.
+std::optional<BlockIndex> index_blocks(const Plan& plan, const PlanValues& values,
+                                       const Shape& shape, int64_t& budget) {
+  BlockIndex index;
+  for (size_t l = 0; l < plan.logical.tensors.size(); ++l) {
+    const TensorDecl& ld = plan.logical.tensors[l];
+    const std::optional<Residues>& lv = values.logical[l];
+    if (!lv || dclass_of(ld.dtype) != DClass::Real || !divides(shape, ld.shape)) continue;
+    budget -= element_count(ld.shape);
+    if (budget < 0) return std::nullopt;
+    Shape grid;
+    for (size_t d = 0; d < shape.size(); ++d) grid.push_back(ld.shape[d] / shape[d]);
+    for (int64_t b = 0; b < element_count(grid); ++b) {
+      std::vector<int64_t> block = unflatten(grid, b);
+      uint64_t first = 0;
+      const uint64_t key = scaled_fingerprint(block_values(*lv, shape, block), first);
+      if (first != 0) index.emplace(key, BlockRef{static_cast<int>(l), block, first});
+    }
+  }
+  return index;
+}
+
+// The claims parallel tensor `t` could make: every indexed block whose
+// values are a small rational times its own, compared element by element.
+std::vector<InferredClaim> matches(const Plan& plan, const PlanValues& values,
+                                   const BlockIndex& index, const Shape& shape, int t) {
+  std::vector<InferredClaim> found;
+  const TensorDecl& pd = plan.parallel.tensors[static_cast<size_t>(t)];
+  const std::vector<uint64_t>& pv = values.parallel[static_cast<size_t>(t)]->data;
+  uint64_t first = 0;
+  const uint64_t key = scaled_fingerprint(pv, first);
+  if (first == 0) return found;
+  const Alg alg;
+  auto [lo, hi] = index.equal_range(key);
+  for (auto it = lo; it != hi; ++it) {
+    const BlockRef& ref = it->second;
+    const TensorDecl& ld = plan.logical.tensors[static_cast<size_t>(ref.logical)];
+    if (ld.dtype != pd.dtype) continue;
+    int64_t num = 0, den = 1;
+    const uint64_t ratio = alg.div(first, ref.first);
+    if (!Alg::small_rational(ratio, num, den)) continue;
+    // Guard against a fingerprint collision: compare every element.
+    const std::vector<uint64_t> lv =
+        block_values(*values.logical[static_cast<size_t>(ref.logical)], shape, ref.block);
+    bool equal = true;
+    for (size_t i = 0; i < lv.size() && equal; ++i) equal = alg.mul(ratio, lv[i]) == pv[i];
+    if (!equal) continue;
+    InferredClaim claim;
+    claim.parallel = t;
+    claim.of.tensor = ld.name;
+    claim.of.logical = ref.logical;
+    claim.of.slice = block_slice(shape, ref.block);
+    claim.of.scale_num = num;
+    claim.of.scale_den = den;
+    found.push_back(std::move(claim));
+  }
+  return found;
+}
+
 }  // namespace
 
 InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
@@ -121,58 +183,13 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
   std::vector<std::vector<InferredClaim>> candidates(plan.parallel.tensors.size());
   int64_t budget = limits.max_elements;
   for (const auto& [shape, members] : by_shape) {
-    // Index every block of this shape in every logical real tensor.
-    std::unordered_multimap<uint64_t, BlockRef> index;
-    for (size_t l = 0; l < plan.logical.tensors.size(); ++l) {
-      const TensorDecl& ld = plan.logical.tensors[l];
-      const std::optional<Residues>& lv = values->logical[l];
-      if (!lv || dclass_of(ld.dtype) != DClass::Real || !divides(shape, ld.shape)) continue;
-      budget -= element_count(ld.shape);
-      if (budget < 0) {
-        result.claims.clear();
-        result.skipped = "matching would exceed the element budget";
-        return result;
-      }
-      Shape grid;
-      for (size_t d = 0; d < shape.size(); ++d) grid.push_back(ld.shape[d] / shape[d]);
-      for (int64_t b = 0; b < element_count(grid); ++b) {
-        std::vector<int64_t> block = unflatten(grid, b);
-        uint64_t first = 0;
-        const uint64_t key = scaled_fingerprint(block_values(*lv, shape, block), first);
-        if (first != 0) index.emplace(key, BlockRef{static_cast<int>(l), block, first});
-      }
+    std::optional<BlockIndex> index = index_blocks(plan, *values, shape, budget);
+    if (!index) {
+      result.skipped = "matching would exceed the element budget";
+      return result;
     }
-    for (int t : members) {
-      const TensorDecl& pd = plan.parallel.tensors[static_cast<size_t>(t)];
-      const std::vector<uint64_t>& pv = values->parallel[static_cast<size_t>(t)]->data;
-      uint64_t first = 0;
-      const uint64_t key = scaled_fingerprint(pv, first);
-      if (first == 0) continue;
-      auto [lo, hi] = index.equal_range(key);
-      for (auto it = lo; it != hi; ++it) {
-        const BlockRef& ref = it->second;
-        const TensorDecl& ld = plan.logical.tensors[static_cast<size_t>(ref.logical)];
-        if (ld.dtype != pd.dtype) continue;
-        int64_t num = 0, den = 1;
-        const Alg alg;
-        const uint64_t ratio = alg.div(first, ref.first);
-        if (!Alg::small_rational(ratio, num, den)) continue;
-        // Guard against a fingerprint collision: compare every element.
-        const std::vector<uint64_t> lv =
-            block_values(*values->logical[static_cast<size_t>(ref.logical)], shape, ref.block);
-        bool equal = true;
-        for (size_t i = 0; i < lv.size() && equal; ++i) equal = alg.mul(ratio, lv[i]) == pv[i];
-        if (!equal) continue;
-        InferredClaim claim;
-        claim.parallel = t;
-        claim.of.tensor = ld.name;
-        claim.of.logical = ref.logical;
-        claim.of.slice = block_slice(shape, ref.block);
-        claim.of.scale_num = num;
-        claim.of.scale_den = den;
-        candidates[static_cast<size_t>(t)].push_back(std::move(claim));
-      }
-    }
+    for (int t : members)
+      candidates[static_cast<size_t>(t)] = matches(plan, *values, *index, shape, t);
   }
   result.claims = choose_claims(plan, std::move(candidates));
   return result;

@@ -140,60 +140,17 @@ class Prover {
     };
     StageValues<Z3Algebra> values = evaluate_stage<Z3Algebra>(alg_, stage_, leaf);
     values_ = &values;
-    std::vector<ClaimChecks<z3::expr>> claims = build_claims(alg_, stage_, values);
-    z3::params simplify_params(ctx_);
-    simplify_params.set("som", true);
     bool any_unsat = false;
-    for (const ClaimChecks<z3::expr>& claim : claims) {
+    for (const ClaimChecks<z3::expr>& claim : build_claims(alg_, stage_, values)) {
       if (!claim.missing.empty()) return unknown(out, claim.label + ": " + claim.missing);
-      z3::expr_vector differs(ctx_);
-      std::vector<std::optional<z3::expr>> differences;  // arithmetic elements' differences
-      std::vector<const ElementCheck<z3::expr>*> pending;
-      for (const ElementCheck<z3::expr>& check : claim.checks) {
-        std::optional<z3::expr> difference;
-        if (!check.parallel.is_bool())
-          difference = (check.parallel - check.logical).simplify(simplify_params);
-        z3::expr neq = difference ? (*difference != 0).simplify()
-                                  : (check.parallel != check.logical).simplify();
-        if (neq.is_false()) continue;
-        differs.push_back(neq);
-        differences.push_back(difference);
-        pending.push_back(&check);
-      }
-      if (differs.empty()) continue;
-      z3::solver solver = claim_query(z3::mk_or(differs), out);
-      z3::check_result result = solver.check();
-      std::string why = result == z3::unknown ? solver.reason_unknown() : "";
-      if (result == z3::unknown)
-        result = each_element(differs, differences, pending, out, solver, why);
-      if (result == z3::unsat) {
-        any_unsat = true;
-        continue;
-      }
-      if (result == z3::unknown)
-        return unknown(out, "the solver gave up on " + claim.label + " (" + why +
-                                "); raise --rlimit to try harder");
-      z3::model model = solver.get_model();
-      out.status = StageStatus::Refuted;
-      if (!refute(out, claim, pending, model)) return out;
+      const ClaimResult result = decide_claim(claim, out);
+      if (result == ClaimResult::Stop) return out;
+      any_unsat = any_unsat || result == ClaimResult::Proven;
     }
     if (out.status != StageStatus::Refuted && !alg_.obligations().empty()) {
-      ++out.queries;
-      z3::solver solver = make_solver();
-      z3::expr_vector obligations(ctx_);
-      for (const z3::expr& o : alg_.obligations()) obligations.push_back(o);
-      solver.add(!z3::mk_and(obligations));
-      z3::check_result result = solver.check();
-      if (result == z3::unknown) return unknown(out, "the solver gave up on index validity");
-      if (result == z3::sat) {
-        Finding f = base_finding();
-        f.kind = "mismatch";
-        f.message = "a computed index may fall outside the tensor it indexes";
-        out.findings.push_back(f);
-        out.status = StageStatus::Refuted;
-      } else {
-        any_unsat = true;
-      }
+      const std::optional<bool> valid = indices_valid(out);
+      if (!valid) return unknown(out, "the solver gave up on index validity");
+      any_unsat = any_unsat || *valid;
     }
     if (out.status == StageStatus::Refuted) return out;
     if (any_unsat && !alg_.assumptions().empty()) {
@@ -210,6 +167,63 @@ class Prover {
   }
 
  private:
+  // Trivial: every element's difference normalised to zero (no query);
+  // Proven: the query is unsat; Refuted: its finding is in `out` (the
+  // other claims still run); Stop: `out` is decided (unknown, or a replay
+  // that failed).
+  enum class ClaimResult { Trivial, Proven, Refuted, Stop };
+
+  ClaimResult decide_claim(const ClaimChecks<z3::expr>& claim, StageOutcome& out) {
+    z3::expr_vector differs(ctx_);
+    std::vector<std::optional<z3::expr>> differences;  // arithmetic elements' differences
+    std::vector<const ElementCheck<z3::expr>*> pending;
+    for (const ElementCheck<z3::expr>& check : claim.checks) {
+      std::optional<z3::expr> difference;
+      if (!check.parallel.is_bool())
+        difference = (check.parallel - check.logical).simplify(simplify_params());
+      z3::expr neq =
+          difference ? (*difference != 0).simplify() : (check.parallel != check.logical).simplify();
+      if (neq.is_false()) continue;
+      differs.push_back(neq);
+      differences.push_back(difference);
+      pending.push_back(&check);
+    }
+    if (differs.empty()) return ClaimResult::Trivial;
+    z3::solver solver = claim_query(z3::mk_or(differs), out);
+    z3::check_result result = solver.check();
+    std::string why = result == z3::unknown ? solver.reason_unknown() : "";
+    if (result == z3::unknown)
+      result = each_element(differs, differences, pending, out, solver, why);
+    if (result == z3::unsat) return ClaimResult::Proven;
+    if (result == z3::unknown) {
+      unknown(out, "the solver gave up on " + claim.label + " (" + why +
+                       "); raise --rlimit to try harder");
+      return ClaimResult::Stop;
+    }
+    z3::model model = solver.get_model();
+    out.status = StageStatus::Refuted;
+    return refute(out, claim, pending, model) ? ClaimResult::Refuted : ClaimResult::Stop;
+  }
+
+  // Whether every computed index is in range (a finding in `out` when not);
+  // nullopt when the solver gave up.
+  std::optional<bool> indices_valid(StageOutcome& out) {
+    ++out.queries;
+    z3::solver solver = make_solver();
+    z3::expr_vector obligations(ctx_);
+    for (const z3::expr& o : alg_.obligations()) obligations.push_back(o);
+    solver.add(!z3::mk_and(obligations));
+    const z3::check_result result = solver.check();
+    if (result == z3::unknown) return std::nullopt;
+    if (result == z3::unsat) return true;
+    Finding f = base_finding();
+    f.kind = "mismatch";
+    f.message = "a computed index may fall outside the tensor it indexes";
+    out.findings.push_back(f);
+    out.status = StageStatus::Refuted;
+    return false;
+  }
+
   // SHARDPROOF_DUMP_SMT=DIR writes every claim query as SMT-LIB 2, for
   // debugging a slow or surprising stage with the z3 command line.
   void dump_query(z3::solver& solver, int64_t n) const {
