@@ -9,8 +9,8 @@
 # compact expressions, frames, store files, signals) and the end-to-end
 # CLI suites; the solver-heavy suites (model families, soundness, class
 # verifier) are left to the main run, where they cost minutes, not tens.
-# Opt-in until it has been timed on CI's 2 cores (a second full build):
-#   SHARDPROOF_SANITIZE_STEP=1 scripts/test.sh
+# It runs by default (CI included); a quick local run can skip it:
+#   SHARDPROOF_SANITIZE_STEP=0 scripts/test.sh
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,7 +27,7 @@ else
 fi
 ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@"
 
-[[ "${SHARDPROOF_SANITIZE_STEP:-0}" == 1 ]] || exit 0
+[[ "${SHARDPROOF_SANITIZE_STEP:-1}" == 1 ]] || exit 0
 
 sanitized_suites=(
   CacheTrustTest VerdictCacheTest CacheRecord CacheUnits TrustCliTest
