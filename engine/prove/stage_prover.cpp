@@ -127,7 +127,9 @@ std::optional<StageOutcome> decided_by_testing(const Stage& stage, const ProverO
 class Prover {
  public:
   Prover(const Stage& stage, const ProverOptions& options)
-      : stage_(stage), options_(options), alg_(ctx_) {}
+      : stage_(stage), options_(options), alg_(ctx_), som_(ctx_) {
+    som_.set("som", true);  // sum-of-monomials: differences that cancel become 0
+  }
 
   // The solver's part: testing (decided_by_testing) found nothing.
   StageOutcome run() {
@@ -179,8 +181,7 @@ class Prover {
     std::vector<const ElementCheck<z3::expr>*> pending;
     for (const ElementCheck<z3::expr>& check : claim.checks) {
       std::optional<z3::expr> difference;
-      if (!check.parallel.is_bool())
-        difference = (check.parallel - check.logical).simplify(simplify_params());
+      if (!check.parallel.is_bool()) difference = (check.parallel - check.logical).simplify(som_);
       z3::expr neq =
           difference ? (*difference != 0).simplify() : (check.parallel != check.logical).simplify();
       if (neq.is_false()) continue;
@@ -263,8 +264,7 @@ class Prover {
       }
       z3::expr neq = differs[i];
       if (differences[i]) {
-        const z3::expr d =
-            (sub.apply(pending[i]->parallel) - pending[i]->logical).simplify(simplify_params());
+        const z3::expr d = (sub.apply(pending[i]->parallel) - pending[i]->logical).simplify(som_);
         if (is_zero_numeral(d) || parts_unsat(parts, d, out, *left)) continue;
         neq = d != 0;
       } else if (!sub.from.empty()) {
@@ -301,12 +301,6 @@ class Prover {
     };
     sweep_.emplace(sweep_stage(stage_, *values_, ctx_, proves_zero, deadline));
     return *sweep_;
-  }
-
-  z3::params simplify_params() {
-    z3::params params(ctx_);
-    params.set("som", true);
-    return params;
   }
 
   // Whether every independent part of `difference` is zero under the side
@@ -432,6 +426,7 @@ class Prover {
   ProverOptions options_;
   z3::context ctx_;
   Z3Algebra alg_;
+  z3::params som_;  // simplify's parameters for a claim's differences
   const StageValues<Z3Algebra>* values_ = nullptr;  // the stage's terms, once evaluated
   std::optional<Substitution> sweep_;
 };
