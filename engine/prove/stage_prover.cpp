@@ -19,6 +19,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A solver's limits; 0: the options' own.
+struct Budget {
+  unsigned timeout_ms = 0;
+  uint64_t rlimit = 0;
+};
+// The whole claim's first try: rlimit/128 (156K of the default 20M) is
+// about a CPU second of nonlinear search, 1.6x the most any whole claim of
+// the examples, the generated families and the GPT block needed; Z3 4.8
+// counts its nonlinear steps slowly, so half the default already costs 20 s.
+constexpr unsigned kFirstTryRlimitShare = 128;
+constexpr unsigned kFirstTryTimeoutShare = 32;
+
 // A leaf name "L<t>_<i>" belongs to logical stage tensor t.
 int leaf_tensor(const std::string& name) {
   if (name.empty() || name[0] != 'L') return -1;
@@ -190,11 +202,23 @@ class Prover {
       pending.push_back(&check);
     }
     if (differs.empty()) return ClaimResult::Trivial;
-    z3::solver solver = claim_query(z3::mk_or(differs), out);
+    // Most claims fall to the whole query at once. One that does not is
+    // usually the kind the element pass takes apart (a softmax row, an
+    // embedding-gradient row), where the whole query's full budget is
+    // wasted; so it first gets a slice, then the element pass, and only
+    // then everything.
+    const Budget first{options_.timeout_ms / kFirstTryTimeoutShare,
+                       options_.rlimit / kFirstTryRlimitShare};
+    z3::solver solver = claim_query(z3::mk_or(differs), out, first);
     z3::check_result result = solver.check();
     std::string why = result == z3::unknown ? solver.reason_unknown() : "";
     if (result == z3::unknown)
       result = each_element(differs, differences, pending, out, solver, why);
+    if (result == z3::unknown) {
+      solver = claim_query(z3::mk_or(differs), out);
+      result = solver.check();
+      if (result == z3::unknown) why = solver.reason_unknown() + "; " + why;
+    }
     if (result == z3::unsat) return ClaimResult::Proven;
     if (result == z3::unknown) {
       unknown(out, "the solver gave up on " + claim.label + " (" + why +
@@ -245,13 +269,10 @@ class Prover {
                                 const std::vector<std::optional<z3::expr>>& differences,
                                 const std::vector<const ElementCheck<z3::expr>*>& pending,
                                 StageOutcome& out, z3::solver& solver, std::string& why) {
-    const auto deadline = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
-    auto budget = [&]() -> std::optional<unsigned> {
-      const int64_t left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (options_.timeout_ms > 0 && left <= 0) return std::nullopt;
-      return static_cast<unsigned>(std::max<int64_t>(left, 1));
-    };
+    const Clock::time_point deadline =
+        options_.timeout_ms > 0 ? Clock::now() + std::chrono::milliseconds(options_.timeout_ms)
+                                : Clock::time_point::max();
+    auto budget = [&]() { return time_left(deadline); };
     std::vector<z3::expr> side = alg_.assumptions();
     side.insert(side.end(), alg_.obligations().begin(), alg_.obligations().end());
     IndependentParts parts(ctx_, side);
@@ -271,7 +292,7 @@ class Prover {
         neq = (sub.apply(pending[i]->parallel) != pending[i]->logical).simplify();
         if (neq.is_false()) continue;
       }
-      z3::solver single = claim_query(neq, out, *left);
+      z3::solver single = claim_query(neq, out, Budget{*left});
       const z3::check_result r = single.check();
       if (r == z3::unsat) continue;
       if (r == z3::unknown) {
@@ -289,18 +310,21 @@ class Prover {
                       std::chrono::steady_clock::time_point deadline) {
     if (sweep_) return *sweep_;
     auto proves_zero = [&](const z3::expr& difference) {
-      const int64_t left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return false;
-      ++out.queries;
-      z3::solver solver = bare_solver(static_cast<unsigned>(left));
-      const z3::expr query = difference != 0;
-      for (const z3::expr& condition : parts.relevant(query)) solver.add(condition);
-      solver.add(query);
-      return solver.check() == z3::unsat;
+      const std::optional<unsigned> left = time_left(deadline);
+      return left && small_query(parts, difference != 0, out, *left) == z3::unsat;
     };
     sweep_.emplace(sweep_stage(stage_, *values_, ctx_, proves_zero, deadline));
     return *sweep_;
+  }
+
+  // Milliseconds to `deadline` as a solver timeout, nullopt once it has
+  // passed; 0 (the options' own: none) when the options set no timeout.
+  std::optional<unsigned> time_left(Clock::time_point deadline) const {
+    if (options_.timeout_ms == 0) return 0u;
+    const int64_t left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return std::nullopt;
+    return static_cast<unsigned>(left);
   }
 
   // Whether every independent part of `difference` is zero under the side
@@ -308,44 +332,64 @@ class Prover {
   bool parts_unsat(IndependentParts& parts, const z3::expr& difference, StageOutcome& out,
                    unsigned timeout_ms) {
     for (const z3::expr& part : parts.split(difference)) {
-      const z3::expr query = part != 0;
-      ++out.queries;
-      z3::solver solver = bare_solver(timeout_ms);
-      for (const z3::expr& condition : parts.relevant(query)) solver.add(condition);
-      solver.add(query);
-      if (solver.check() != z3::unsat) return false;
+      if (small_query(parts, part != 0, out, timeout_ms) != z3::unsat) return false;
     }
     return true;
+  }
+
+  // `query` with only the side conditions connected to it: a sweep pair,
+  // an element's independent part. Thousands of these are each small, so
+  // they share one incremental solver (a scope each), which keeps the
+  // terms it has internalised; one it gives up on gets a fresh solver.
+  z3::check_result small_query(IndependentParts& parts, const z3::expr& query, StageOutcome& out,
+                               unsigned timeout_ms) {
+    ++out.queries;
+    if (!scratch_) scratch_.emplace(bare_solver(Budget{}));
+    if (options_.timeout_ms > 0) {
+      z3::params limits(ctx_);
+      limits.set("timeout", timeout_ms);
+      scratch_->set(limits);
+    }
+    scratch_->push();
+    for (const z3::expr& condition : parts.relevant(query)) scratch_->add(condition);
+    scratch_->add(query);
+    z3::check_result result = scratch_->check();
+    scratch_->pop();
+    if (result != z3::unknown) return result;
+    z3::solver fresh = bare_solver(Budget{timeout_ms});
+    for (const z3::expr& condition : parts.relevant(query)) fresh.add(condition);
+    fresh.add(query);
+    return fresh.check();
   }
 
   // A query for one claim: the difference `differs` with the index
   // obligations, which are proven on their own (so a model never picks
   // outside a tensor: its replay could not).
-  z3::solver claim_query(const z3::expr& differs, StageOutcome& out, unsigned timeout_ms = 0) {
+  z3::solver claim_query(const z3::expr& differs, StageOutcome& out, Budget budget = {}) {
     ++out.queries;
-    z3::solver solver = make_solver(timeout_ms);
+    z3::solver solver = make_solver(budget);
     for (const z3::expr& o : alg_.obligations()) solver.add(o);
     solver.add(differs);
     dump_query(solver, out.queries);
     return solver;
   }
 
-  // A solver with the stage's assumptions; `timeout_ms` 0: the options' backstop.
-  z3::solver make_solver(unsigned timeout_ms = 0) {
-    z3::solver solver = bare_solver(timeout_ms);
+  // A solver with the stage's assumptions.
+  z3::solver make_solver(Budget budget = {}) {
+    z3::solver solver = bare_solver(budget);
     for (const z3::expr& a : alg_.assumptions()) solver.add(a);
     return solver;
   }
 
-  z3::solver bare_solver(unsigned timeout_ms) {
+  z3::solver bare_solver(Budget budget) {
     z3::solver solver(ctx_);
     z3::params params(ctx_);
     // rlimit is the deterministic budget; Z3 4.8 does not count every
     // nonlinear search step against it, so a wall-clock timeout backs it up.
-    params.set("rlimit",
-               static_cast<unsigned>(std::min<uint64_t>(options_.rlimit, 4'000'000'000u)));
+    const uint64_t rlimit = budget.rlimit ? budget.rlimit : options_.rlimit;
+    params.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(rlimit, 4'000'000'000u)));
     if (options_.timeout_ms > 0)
-      params.set("timeout", timeout_ms ? timeout_ms : options_.timeout_ms);
+      params.set("timeout", budget.timeout_ms ? budget.timeout_ms : options_.timeout_ms);
     // Z3's own SIGINT handler crashes a process that solves on threads; the
     // CLI and the daemon handle Ctrl-C themselves (cli/interrupt.h).
     params.set("ctrl_c", false);
@@ -429,6 +473,7 @@ class Prover {
   z3::params som_;  // simplify's parameters for a claim's differences
   const StageValues<Z3Algebra>* values_ = nullptr;  // the stage's terms, once evaluated
   std::optional<Substitution> sweep_;
+  std::optional<z3::solver> scratch_;  // small_query's incremental solver
 };
 
 }  // namespace
