@@ -4,6 +4,8 @@
 #include <climits>
 #include <set>
 
+#include <xxhash.h>
+
 #include "engine/prove/counterexample.h"
 
 namespace shardproof {
@@ -100,6 +102,25 @@ constexpr int kMaxNearTrials = 16;
 // but that trial; the solver still decides the stage.
 constexpr size_t kMaxTestBits = 1 << 14;
 
+// Fixed random functions: a small nonzero rational keyed by a hash of the
+// function's name and its exact arguments. A polynomial's value grows with
+// its arguments, so a deep cone (softmax after layer norm after a matmul)
+// outgrew kMaxTestBits and its bug reached the solver untested; a call here
+// starts small again. Nonzero, since a call may be a denominator.
+class HashedFunctions : public FunctionTable {
+ public:
+  Rational call(const std::string& fn, const std::vector<Rational>& args) override {
+    std::string key = fn;
+    for (const Rational& a : args) key += "|" + rational_to_string(a);
+    const uint64_t h = XXH3_64bits(key.data(), key.size());
+    long n = static_cast<long>(h % 100) - 50;
+    if (n >= 0) ++n;
+    Rational r(n, static_cast<long>((h >> 8) % 7) + 1);
+    r.canonicalize();
+    return r;
+  }
+};
+
 // Arbitrary fixed functions, with the calls made recorded for the report.
 class RecordingFunctions : public FunctionTable {
  public:
@@ -114,7 +135,7 @@ class RecordingFunctions : public FunctionTable {
   const nlohmann::json& calls() const { return calls_; }
 
  private:
-  PseudoRandomFunctions inner_;
+  HashedFunctions inner_;
   std::set<std::string> seen_;
   nlohmann::json calls_ = nlohmann::json::array();
 };

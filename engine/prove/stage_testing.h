@@ -1,8 +1,8 @@
 // Refutation by testing: before any solver call, the stage runs in the
 // concrete interpreter on a few sets of random inputs, with fixed arbitrary
-// polynomials for the uninterpreted functions. Every function is allowed by
-// the contract (a proof must hold for any), so a difference found this way
-// is a real counterexample, and most bugs are found without Z3 at all.
+// random functions (a hash of the arguments) for the uninterpreted ones. Every function is allowed
+// by the contract (a proof must hold for any), so a difference found this way is a real
+// counterexample, and most bugs are found without Z3 at all.
 #pragma once
 
 #include <cstdint>
