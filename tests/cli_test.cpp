@@ -300,7 +300,7 @@ TEST_F(CliTest, PlanToUnwritablePathIsInternal) {
   EXPECT_FALSE(r.err.empty());
 }
 
-// The README's first command, minus setup: generate, then verify.
+// The README tour: generate a plan, then verify it.
 TEST_F(CliTest, GeneratedPlanVerifies) {
   fs::path p = dir_ / "mlp.json";
   CliResult r = run("plan mlp --dp 2 --tp 2 -o " + quote(p.string()));
