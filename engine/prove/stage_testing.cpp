@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "engine/prove/counterexample.h"
+#include "engine/prove/divergence.h"
 
 namespace shardproof {
 namespace {
@@ -202,6 +203,10 @@ std::optional<Finding> refute_by_testing(const Stage& stage, int trials, bool ai
       f.tensor = stage.tensors[stage.target].name;
       for (int t : claim.tensors) f.parallel_tensors.push_back(stage.tensors[t].name);
       f.ops = producing_ops(stage, claim.tensors);
+      if (const std::optional<std::string> at = divergence_op(stage, values, claim.tensors)) {
+        f.ops.erase(std::remove(f.ops.begin(), f.ops.end(), *at), f.ops.end());
+        f.ops.insert(f.ops.begin(), *at);
+      }
       for (size_t i = 0; i < differing.size() && i < 8; ++i)
         f.elements.push_back(full_index(stage, differing[i]));
       f.counterexample = counterexample_json(stage, values, claim, differing);

@@ -132,6 +132,12 @@ def test_gpt_block_verdicts(bug, tmp_path, shardproof_bin):
         assert report["stats"]["inferred_kept"] == report["stats"]["inferred_claims"]
         return
     assert (rc, report["verdict"]) == (1, "not-equivalent"), report
+    if bug == "bias-before-allreduce":  # placed where the values diverge: the bias's line
+        at = report["findings"][0]["sources"][0]
+        layers = open(os.path.join(EXAMPLES, "megatron_layers.py")).read().splitlines()
+        switches = [i + 1 for i, text in enumerate(layers) if f'bug("{bug}")' in text]
+        assert os.path.basename(at["file"]) == "megatron_layers.py", at
+        assert any(0 < at["line"] - s <= 2 for s in switches), (at, switches)
     for finding in report["findings"]:  # on the plan's own claims: gradients, parameters
         assert finding["tensor"].startswith("grad:") or finding["tensor"].endswith(".next")
         files = {os.path.basename(s["file"]) for s in finding["sources"]}
