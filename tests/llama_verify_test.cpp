@@ -58,6 +58,12 @@ std::vector<Case> correct_cases() {
       with("dropout_dp2_tp2_mb2", cfg(2, 2, 2, 1, 2), [](PlanConfig& c) { c.dropout = true; }),
       with("dropout_tp2_sp_cp2_pp2", cfg(2, 1, 2, 2, 1),
            [](PlanConfig& c) { c.dropout = true, c.sp = true, c.cp = 2; }),
+      // ZeRO-3: parameters held as shards, all-gathered before the forward.
+      with("dp2_tp2_zero3", cfg(2, 2, 2, 1, 1), [](PlanConfig& c) { c.zero = 3; }),
+      with("zero3_dp2_pp2_mb2_tied_clip", cfg(2, 2, 1, 2, 2),
+           [](PlanConfig& c) { c.zero = 3, c.tie_embeddings = true, c.clip = true; }),
+      with("zero3_dp2_cp2_tp2_sp", cfg(2, 2, 2, 1, 1),
+           [](PlanConfig& c) { c.zero = 3, c.cp = 2, c.sp = true; }),
       with("pp2_mb4_schedule", cfg(2, 1, 1, 2, 4), [](PlanConfig& c) { c.schedule = true; }),
       with("everything", cfg(2, 2, 2, 2, 1),
            [](PlanConfig& c) { c.sp = true, c.cp = 2, c.zero = 2, c.tie_embeddings = true; }),
