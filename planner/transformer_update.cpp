@@ -295,17 +295,25 @@ void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::str
     const std::string bug = buggy ? hook.first : "";
     nlohmann::json attrs = {{"reduce", bug == "mean" ? "mean" : "sum"}};
     if (bug == "skip") {
-      // Each member by itself, named by its place in the group: in the
-      // compact form one template over every (dp, cp) rank.
-      if (sym()) {
-        const Aff k = Aff(Ix::axis("dp")) * s.cp + (s.cp > 1 ? Aff(Ix::axis("cp")) : Aff(0));
-        collective(name + "_all_reduce.solo" + k.text(), "all_reduce", in, out, Group::along({}),
-                   attrs);
-        return;
-      }
+      // Each member by itself, named by its place k in the group: its own
+      // gradient (under ZeRO-2/3 its own shard of it).
+      auto alone = [&](const Aff& k, const std::string& in_k, const std::string& out_k,
+                       const Group& solo) {
+        if (s.zero < 2) {
+          collective(name + "_all_reduce.solo" + k.text(), "all_reduce", {in_k}, {out_k}, solo,
+                     attrs);
+          return;
+        }
+        const int64_t len = g.shape(out_k)[0];
+        g.op(name + "_shard.solo" + k.text(), "slice", {in_k}, {out_k},
+             {{"dim", 0}, {"start", (k * len).attr()}, {"end", (k * len + len).attr()}});
+      };
+      // The compact form: one template over every (dp, cp) rank.
+      if (sym())
+        return alone(Aff(Ix::axis("dp")) * s.cp + (s.cp > 1 ? Aff(Ix::axis("cp")) : Aff(0)), in[0],
+                     out[0], Group::along({}));
       for (size_t k = 0; k < in.size(); ++k)
-        collective(name + "_all_reduce.solo" + str(int64_t(k)), "all_reduce", {in[k]}, {out[k]},
-                   {group.ranks[k]}, attrs);
+        alone(Aff(int64_t(k)), in[k], out[k], {group.ranks[k]});
       return;
     }
     std::vector<std::string> from = in;

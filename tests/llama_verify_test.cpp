@@ -164,6 +164,23 @@ TEST(LlamaBugFirstFinding, FusedGateUpContiguousIsRankZerosUp) {
       << testing::explain(r);
 }
 
+// Under ZeRO-2 and ZeRO-3 the gradient sync is a reduce-scatter: the missed
+// sync leaves each rank its own shard of its own gradient. The plan stays
+// valid (it once declared shard-shaped outputs of a whole-gradient
+// all-reduce) and the bug is found at the gradient.
+TEST(LlamaBugUnderZero, DpGradNotSyncedKeepsTheOwnShard) {
+  for (int zero : {2, 3}) {
+    PlanConfig c = cfg(2, 2, 1, 1, 1);
+    c.zero = zero;
+    c.bug = "dp-grad-not-synced";
+    const nlohmann::json plan = planner::generate_plan("llama3-tiny", c);
+    Report r = testing::verify_json(plan, "dp-grad-not-synced-zero" + std::to_string(zero));
+    EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+    ASSERT_FALSE(r.findings.empty()) << zero;
+    EXPECT_EQ(r.findings.front().tensor, plan["meta"].value("bug_first_tensor", "")) << zero;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Catalogue, LlamaBug, ::testing::ValuesIn(bug_names()),
                          [](const auto& info) {
                            std::string name = info.param;
