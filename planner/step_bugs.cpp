@@ -219,12 +219,8 @@ bool Builder::dp_sync_on_tp_group(const Param& p) const {
 
 std::vector<Coord> Builder::sp_sync_members(const Param& p, const Coord& x) const {
   std::vector<Coord> members;
-  if (s.bug("sp-grad-on-dp-group") && p.local == layer(s.bug_layer()) + ".an.w") {
-    if (x.d != 0 || x.c != 0) return members;
-    for (Coord xd = x; xd.d < s.dp; ++xd.d)
-      for (xd.c = 0; xd.c < s.cp; ++xd.c) members.push_back(xd);
-    return members;
-  }
+  if (s.bug("sp-grad-on-dp-group") && p.local == layer(s.bug_layer()) + ".an.w")
+    return x.d == 0 && x.c == 0 ? dp_cp_members(x) : members;
   if (x.t != 0) return members;
   for (Coord xt = x; xt.t < s.tp; ++xt.t) members.push_back(xt);
   return members;
@@ -234,11 +230,10 @@ std::vector<std::string> Builder::reduce_twice(const Param& p, const Coord& x,
                                                const std::vector<std::string>& in,
                                                const Group& group) {
   std::vector<std::string> reduced;
-  for (Coord xd = x; xd.d < s.dp; ++xd.d)
-    for (xd.c = 0; xd.c < s.cp; ++xd.c) {
-      reduced.push_back(at_rank(xd, grad(p.local) + ".gather_backward"));
-      g.tensor(xd, reduced.back(), g.shape(in[reduced.size() - 1]), std::nullopt, "f32");
-    }
+  for (const Coord& xd : dp_cp_members(x)) {
+    reduced.push_back(at_rank(xd, grad(p.local) + ".gather_backward"));
+    g.tensor(xd, reduced.back(), g.shape(in[reduced.size() - 1]), std::nullopt, "f32");
+  }
   collective(at_rank(x, grad(p.local) + ".gather_backward_all_reduce"), "all_reduce", in, reduced,
              group, {{"reduce", "sum"}});
   return reduced;

@@ -197,6 +197,8 @@ class Builder {
   Group solo_group(const Coord& x) const;
   Group cp_group(const Coord& x) const;
   Group dp_cp_group(const Coord& x) const;
+  // The devices of x's dp x cp group (v1), in group order, from dp and cp 0.
+  std::vector<Coord> dp_cp_members(const Coord& x) const;
   void collective(const std::string& name, const std::string& op, std::vector<std::string> in,
                   std::vector<std::string> out, const Group& group,
                   nlohmann::json attrs = nlohmann::json::object());

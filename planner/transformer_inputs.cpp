@@ -85,11 +85,10 @@ void Builder::gather_param(const Param& p) {
     if (x.d != 0 || x.c != 0) continue;
     std::vector<std::string> shards, whole;
     Group group = dp_cp_group(x);
-    for (Coord xd = x; xd.d < s.dp; ++xd.d)
-      for (xd.c = 0; xd.c < s.cp; ++xd.c) {
-        shards.push_back(at_rank(xd, p.local + ".shard"));
-        whole.push_back(claim(xd, at_rank(xd, p.local), p.loaded, p.full, p.spec));
-      }
+    for (const Coord& xd : dp_cp_members(x)) {
+      shards.push_back(at_rank(xd, p.local + ".shard"));
+      whole.push_back(claim(xd, at_rank(xd, p.local), p.loaded, p.full, p.spec));
+    }
     if (s.bug("zero3-param-gather-order") && p.local == layer(s.bug_layer()) + ".wq" && x.t == 0)
       reverse_members(shards, whole, group);
     collective(at_rank(x, p.local + ".zero3_all_gather"), "all_gather", shards, whole, group,
@@ -99,7 +98,8 @@ void Builder::gather_param(const Param& p) {
 
 void Builder::inputs() {
   auto input = [&](const std::string& name) { add_input(name); };
-  // Every rank's shards are inputs before the first gather reads them.
+  // Pieces held whole are inputs; ZeRO-3 pieces are input as shards and
+  // gathered (gather_param).
   for (const Param& prm : params_)
     for (const Coord& x : devices(prm.stage))
       if (!zero3_sharded(prm))
