@@ -23,6 +23,7 @@ int list_bugs(const std::string& model) {
   for (const auto& b : bugs) {
     std::cout << b.name << std::string(width - b.name.size() + 2, ' ') << b.description;
     if (!b.real_world.empty()) std::cout << " (real world: " << b.real_world << ")";
+    std::cout << " [needs: " << (b.needs.empty() ? "nothing beyond the defaults" : b.needs) << "]";
     std::cout << "\n";
   }
   return kExitOk;
@@ -60,8 +61,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
       ->capture_default_str();
   cmd->add_flag("--sp", c.sp, "Sequence parallelism over the tp group (transformers)");
   cmd->add_option("--zero", c.zero,
-                  "ZeRO stage: 0 gradient all-reduce, 1 or 2 optimizer state sharded over dp")
-      ->check(CLI::Range(0, 2))
+                  "ZeRO stage: 0 gradient all-reduce, 1 or 2 optimizer state sharded over dp, 3 "
+                  "parameters too (transformers)")
+      ->check(CLI::Range(0, 3))
       ->capture_default_str();
   cmd->add_option("--ep", c.ep, "Expert-parallel degree (MoE models): 1, or dp")
       ->check(CLI::Range(1, 1 << 20))

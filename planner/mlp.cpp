@@ -11,7 +11,9 @@ namespace {
 
 std::vector<BugInfo> mlp_bugs() {
   std::vector<BugInfo> infos;
-  for (const mlp::BugSpec& b : mlp::bug_table()) infos.push_back(b.info);
+  const mlp::Layout defaults{PlanConfig{}};
+  for (const mlp::BugSpec& b : mlp::bug_table())
+    infos.push_back(with_needs(b.info, b.not_applicable(defaults)));
   return infos;
 }
 

@@ -32,7 +32,8 @@ std::string in_moe(const Layout& s, const std::string& what) {
 const std::set<std::string>& cp_sp_bugs() {
   static const std::set<std::string> names = {"sp-norm-grad-not-reduced", "sp-allgather-order",
                                               "sp-allgather-dim",         "cp-kv-allgather-order",
-                                              "cp-kv-grad-not-reduced",   "cp-loss-scale-local"};
+                                              "cp-kv-grad-not-reduced",   "cp-loss-scale-local",
+                                              "sp-grad-on-dp-group"};
   return names;
 }
 
@@ -119,22 +120,28 @@ std::vector<const BugSpec*> all_bugs() {
 std::vector<BugInfo> family_bugs(const ModelShape& model) {
   std::vector<BugInfo> infos;
   const bool moe = model.experts > 0;
+  // What each bug needs is why the default configuration refuses it.
+  const Layout defaults(model, PlanConfig{});
+  auto list = [&](const BugSpec& b) {
+    if (moe && cp_sp_bugs().count(b.info.name)) return;
+    std::string why = b.not_applicable(defaults);
+    if (why.empty()) why = family_not_applicable(defaults, b.info.name);
+    infos.push_back(with_needs(b.info, why));
+  };
   for (const BugSpec& b : bug_table()) {
-    const std::string& name = b.info.name;
-    if (moe && cp_sp_bugs().count(name)) continue;
     // tp > kv heads needs a tp dividing the heads: only when heads > kv heads.
-    if (name == "kv-heads-not-replicated" && model.heads <= model.kv_heads) continue;
-    infos.push_back(b.info);
+    if (b.info.name == "kv-heads-not-replicated" && model.heads <= model.kv_heads) continue;
+    list(b);
   }
-  for (const BugSpec& b : option_bug_table()) infos.push_back(b.info);
+  for (const BugSpec& b : option_bug_table()) list(b);
   for (const BugSpec& b : step_bug_table())
     // Dropout is refused on MoE models; their rank's rows are strided, so
     // the accumulated partial sum is not one block (accumulate-across-reduce).
     if (!moe ||
         (b.info.name.rfind("dropout-", 0) != 0 && b.info.name != "accumulate-across-reduce"))
-      infos.push_back(b.info);
+      list(b);
   if (moe)
-    for (const BugSpec& b : moe_bug_table()) infos.push_back(b.info);
+    for (const BugSpec& b : moe_bug_table()) list(b);
   return infos;
 }
 

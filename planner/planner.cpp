@@ -36,6 +36,13 @@ std::vector<std::string> list_models() {
   return names;
 }
 
+BugInfo with_needs(BugInfo info, const std::string& why_not_at_defaults) {
+  const std::string prefix = "needs ";
+  info.needs = why_not_at_defaults.rfind(prefix, 0) == 0 ? why_not_at_defaults.substr(prefix.size())
+                                                         : why_not_at_defaults;
+  return info;
+}
+
 std::vector<BugInfo> list_bugs(const std::string& model) {
   return find_family(model).bugs();
 }

@@ -54,7 +54,15 @@ struct BugInfo {
   std::string description;             // one line
   std::string real_world;              // the real-world bug class it stands for
   std::string first_tensor_hint = "";  // logical tensor (or its prefix) where it first shows
+  // The configuration it needs beyond the family's defaults, e.g. "tp >= 2"
+  // (empty: the default configuration already carries it). list_bugs fills
+  // it from the same rule that refuses the bug elsewhere.
+  std::string needs = "";
 };
+
+// `info` with `needs` set from why the bug is refused on the family's default
+// configuration ("needs tp >= 2" -> "tp >= 2"; "" when it applies there).
+BugInfo with_needs(BugInfo info, const std::string& why_not_at_defaults);
 
 std::vector<std::string> list_models();
 // Bugs a model can carry; throws std::invalid_argument for an unknown model.

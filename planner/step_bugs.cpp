@@ -88,6 +88,25 @@ const std::vector<BugSpec>& step_bug_table() {
                       "dp * cp == tp >= 2 and zero 0");
        },
        [](const Layout& s) { return grad(ref_wq(s)); }},
+      {{"sp-grad-on-dp-group",
+        "under sequence parallelism the reference layer's attention norm weight gradient is summed "
+        "over the dp group (of the same size) instead of the tp group, then over dp as usual",
+        "collective on a wrong process group of the right size (dp group where tp is due)"},
+       [](const Layout& s) { return needs(s.sp && s.dp * s.cp == s.tp, "sp and dp * cp == tp"); },
+       [](const Layout& s) { return grad(layer(s.bug_layer()) + ".an.w"); }},
+      {{"zero3-param-gather-order",
+        "ZeRO-3: the all-gather of the reference layer's wq shards before the forward "
+        "concatenates them in reverse rank order (tp rank 0)",
+        "ZeRO-3 / FSDP parameter shards gathered in the wrong order"},
+       [](const Layout& s) { return needs(s.zero == 3, "zero 3"); },
+       [](const Layout& s) { return ref_wq(s); }},
+      {{"zero3-grad-double-reduced",
+        "ZeRO-3: the reference layer's wq gradient is all-reduced over dp (the parameter "
+        "all-gather's backward) and then reduce-scattered again (tp rank 0): counted dp times",
+        "gather backward double counting (the all-gather's backward reduces, then the "
+        "data-parallel hook reduces again)"},
+       [](const Layout& s) { return needs(s.zero == 3, "zero 3"); },
+       [](const Layout& s) { return grad(ref_wq(s)); }},
       {{"pp-grad-send-wrong-microbatch",
         "the pipeline send of a stage boundary's gradient (backward) for micro-batch 1 carries "
         "micro-batch 0's gradient",
@@ -196,6 +215,28 @@ void Builder::rewrite_terms(const Param& p) {
 
 bool Builder::dp_sync_on_tp_group(const Param& p) const {
   return s.bug("dp-grad-on-tp-group") && p.local == ref_wq(s);
+}
+
+std::vector<Coord> Builder::sp_sync_members(const Param& p, const Coord& x) const {
+  std::vector<Coord> members;
+  if (s.bug("sp-grad-on-dp-group") && p.local == layer(s.bug_layer()) + ".an.w")
+    return x.d == 0 && x.c == 0 ? dp_cp_members(x) : members;
+  if (x.t != 0) return members;
+  for (Coord xt = x; xt.t < s.tp; ++xt.t) members.push_back(xt);
+  return members;
+}
+
+std::vector<std::string> Builder::reduce_twice(const Param& p, const Coord& x,
+                                               const std::vector<std::string>& in,
+                                               const Group& group) {
+  std::vector<std::string> reduced;
+  for (const Coord& xd : dp_cp_members(x)) {
+    reduced.push_back(at_rank(xd, grad(p.local) + ".gather_backward"));
+    g.tensor(xd, reduced.back(), g.shape(in[reduced.size() - 1]), std::nullopt, "f32");
+  }
+  collective(at_rank(x, grad(p.local) + ".gather_backward_all_reduce"), "all_reduce", in, reduced,
+             group, {{"reduce", "sum"}});
+  return reduced;
 }
 
 int64_t Builder::zero_partition(const Param& p, const Coord& x) const {

@@ -197,6 +197,8 @@ class Builder {
   Group solo_group(const Coord& x) const;
   Group cp_group(const Coord& x) const;
   Group dp_cp_group(const Coord& x) const;
+  // The devices of x's dp x cp group (v1), in group order, from dp and cp 0.
+  std::vector<Coord> dp_cp_members(const Coord& x) const;
   void collective(const std::string& name, const std::string& op, std::vector<std::string> in,
                   std::vector<std::string> out, const Group& group,
                   nlohmann::json attrs = nlohmann::json::object());
@@ -272,6 +274,10 @@ class Builder {
   const Param& param(const std::string& local) const;
   std::string weight(const Coord& x, const std::string& local) const { return at_rank(x, local); }
   void inputs();
+  // ZeRO-3: whether p is held as dim-0 shards, and the all-gather of its
+  // shards into the whole piece (transformer_inputs.cpp).
+  bool zero3_sharded(const Param& p) const;
+  void gather_param(const Param& p);
   // Whether layer i multiplies by the fused gate/up weight (see transformer_mlp.cpp).
   bool fused_gate_up(int layer) const;
   std::string fused_weight(const Coord& x, int layer) const;
@@ -409,6 +415,13 @@ class Builder {
                   const std::string& term, const std::string& next);
   void rewrite_terms(const Param& p);
   bool dp_sync_on_tp_group(const Param& p) const;
+  // The extra dp all-reduce of bug zero3-grad-double-reduced (x leads the
+  // group): its outputs, which the regular sync then reduces again.
+  std::vector<std::string> reduce_twice(const Param& p, const Coord& x,
+                                        const std::vector<std::string>& in, const Group& group);
+  // The members of the sequence-parallel gradient sum of p that x leads (its
+  // tp group, or what a bug makes of it), empty when x leads none.
+  std::vector<Coord> sp_sync_members(const Param& p, const Coord& x) const;
   // ZeRO-1: which shard of the summed gradient x's rank keeps.
   int64_t zero_partition(const Param& p, const Coord& x) const;
   // The dp rank of the last stage whose tied table x's first-stage one is summed with.
@@ -436,6 +449,9 @@ class Builder {
   // ZeRO: updated shards per (piece, stage, tp rank), in dp x cp group order.
   std::map<std::tuple<std::string, int, int>, std::vector<std::string>> zero_shards_;
 };
+
+// Reverses a gather's members (a bug): each input and output stays on its rank.
+void reverse_members(std::vector<std::string>& in, std::vector<std::string>& out, Group& group);
 
 std::string layer(int i);  // "l{i}"
 std::string resid(int i);  // "x{i}": the residual stream entering layer i

@@ -120,7 +120,8 @@ const std::vector<BugSpec>& table() {
         "ZeRO: the updated shards of the reference layer's wq are all-gathered in reverse order "
         "(tp rank 0)",
         "ZeRO parameter shards gathered in the wrong order"},
-       [](const Layout& s) { return needs(s.zero > 0 && s.dp * s.cp >= 2, "zero and dp >= 2"); },
+       // ZeRO-3 keeps the updated shards: no gather after the step.
+       [](const Layout& s) { return needs(s.zero == 1 || s.zero == 2, "zero 1 or 2"); },
        [](const Layout& s) { return in_ref(s, "wq.next"); }},
       {{"vocab-range-off-by-one",
         "vocabulary-parallel embedding: tp rank 0 owns one id less than its block (hi - 1)",
@@ -133,6 +134,13 @@ const std::vector<BugSpec>& table() {
         "missing all-reduce in vocabulary-parallel cross-entropy"},
        [](const Layout& s) { return needs(s.tp >= 2, "tp >= 2"); },
        [](const Layout&) { return std::string("ce.max"); }},
+      {{"ce-sumexp-not-reduced",
+        "vocabulary-parallel cross-entropy normalises by each rank's own sum of exponentials: a "
+        "softmax over the local vocabulary shard",
+        "loss computed on local logits (softmax normalised per vocabulary shard, logits not "
+        "gathered)"},
+       [](const Layout& s) { return needs(s.tp >= 2, "tp >= 2"); },
+       [](const Layout&) { return std::string("ce.sumexp"); }},
       {{"tied-embedding-not-synced",
         "tied embedding: the first stage's and the last stage's table gradients are not summed, "
         "so the two copies step apart",
@@ -256,6 +264,7 @@ std::pair<std::string, Builder::BugSite> Builder::dp_sync_bug(const Param& p,
   // x is the group's first member (dp and cp 0) on tp rank 0.
   if (s.bug("dp-grad-not-synced")) return {"skip", site_at(x, 0, true)};
   if (s.bug("dp-grad-mean-not-sum")) return {"mean", site_at(x, 0, true)};
+  if (s.bug("zero3-grad-double-reduced")) return {"double", site_at(x, 0, true)};
   return {"", {}};
 }
 

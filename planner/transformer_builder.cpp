@@ -190,6 +190,13 @@ Group Builder::dp_cp_group(const Coord& x) const {
   return group;
 }
 
+std::vector<Coord> Builder::dp_cp_members(const Coord& x) const {
+  std::vector<Coord> members;
+  for (Coord xd = x; xd.d < s.dp; ++xd.d)
+    for (xd.c = 0; xd.c < s.cp; ++xd.c) members.push_back(xd);
+  return members;
+}
+
 void Builder::collective(const std::string& name, const std::string& op,
                          std::vector<std::string> in, std::vector<std::string> out,
                          const Group& group, nlohmann::json attrs) {

@@ -140,14 +140,15 @@ void Builder::head_forward_backward(Coord x0) {
         in.push_back(at(x, name + ".local"));
         out.push_back(act(x, name, row, kRow));
       });
-      const bool solo = name == "ce.max" && s.bug("ce-max-not-reduced");
+      const bool solo = (name == "ce.max" && s.bug("ce-max-not-reduced")) ||
+                        (name == "ce.sumexp" && s.bug("ce-sumexp-not-reduced"));
       branch(solo ? site_at(xc) : BugSite{}, [&](bool buggy) {
         if (!buggy) {
           collective(at(xc, name + ".tp_all_reduce"), "all_reduce", in, out, tp_group(xc),
                      {{"reduce", reduce}});
           return;
         }
-        // Each rank keeps its own shard's max.
+        // Each rank keeps its own shard's max (or sum of exponentials).
         each_tp(xc, [&](const Coord& x) {
           const size_t k = tp_index(x);
           collective(at(xc, name + ".tp_all_reduce.solo" + x.t.text()), "all_reduce", {in[k]},

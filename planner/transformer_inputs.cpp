@@ -70,11 +70,42 @@ void Builder::declare_params() {
   if (!s.tie) add_param("lm", {H, s.V}, {Ax::Full, Ax::Tp}, s.last_stage());
 }
 
+bool Builder::zero3_sharded(const Param& p) const {
+  return !s.logical && s.zero == 3 && dp_replicated(p);
+}
+
+// ZeRO-3: a rank holds only its dim-0 shard of piece p; the whole piece is
+// all-gathered over dp x cp before the forward (and kept for the backward).
+void Builder::gather_param(const Param& p) {
+  for (const Coord& x : devices(p.stage)) {
+    declare(x, at_rank(x, p.local + ".shard"), p.loaded, zero_slice(p, x));
+    add_input(at_rank(x, p.local + ".shard"));
+  }
+  for (const Coord& x : devices(p.stage)) {
+    if (x.d != 0 || x.c != 0) continue;
+    std::vector<std::string> shards, whole;
+    Group group = dp_cp_group(x);
+    for (const Coord& xd : dp_cp_members(x)) {
+      shards.push_back(at_rank(xd, p.local + ".shard"));
+      whole.push_back(claim(xd, at_rank(xd, p.local), p.loaded, p.full, p.spec));
+    }
+    if (s.bug("zero3-param-gather-order") && p.local == layer(s.bug_layer()) + ".wq" && x.t == 0)
+      reverse_members(shards, whole, group);
+    collective(at_rank(x, p.local + ".zero3_all_gather"), "all_gather", shards, whole, group,
+               {{"dim", 0}});
+  }
+}
+
 void Builder::inputs() {
   auto input = [&](const std::string& name) { add_input(name); };
+  // Pieces held whole are inputs; ZeRO-3 pieces are input as shards and
+  // gathered (gather_param).
   for (const Param& prm : params_)
     for (const Coord& x : devices(prm.stage))
-      input(claim(x, at_rank(x, prm.local), prm.loaded, prm.full, prm.spec));
+      if (!zero3_sharded(prm))
+        input(claim(x, at_rank(x, prm.local), prm.loaded, prm.full, prm.spec));
+  for (const Param& prm : params_)
+    if (zero3_sharded(prm)) gather_param(prm);
   const Shape rope = {s.S, 1, s.D}, mask = {s.S, s.S};
   for (int p = 0; p < s.pp; ++p)
     for (Coord x : devices(p)) {

@@ -35,7 +35,7 @@ Layout::Layout(const ModelShape& shape, const PlanConfig& config) : model(shape)
        {std::pair{"dp", dp}, {"tp", tp}, {"pp", pp}, {"cp", cp}, {"microbatches", mb}})
     if (v < 1) reject(std::string(name) + " must be >= 1 (got " + str(v) + ")");
   init_moe();
-  if (zero < 0 || zero > 2) reject("zero must be 0, 1 or 2 (got " + str(zero) + ")");
+  if (zero < 0 || zero > 3) reject("zero must be 0, 1, 2 or 3 (got " + str(zero) + ")");
   if (zero > 0 && dp * cp < 2) reject("zero needs dp * cp >= 2 to shard anything");
   if (sp && tp < 2) reject("sp (sequence parallelism) needs tp >= 2");
   // The round trip cuts a tensor every tp rank holds whole: under sp each

@@ -118,21 +118,23 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
     // Sequence parallel: each tp rank summed only its own tokens.
     if (sync_sp)
       for (Coord x : coords(p)) {
-        if (x.t != 0) continue;
+        const std::vector<Coord> members = sp_sync_members(p, x);
+        if (members.empty()) continue;  // not the first member of its group
         std::vector<std::string> in, out;
-        each_tp(x, [&](const Coord& xt) {
-          in.push_back(cur[{int(idx), rank(xt)}]);
+        std::vector<int> group;
+        for (const Coord& xm : members) {
+          in.push_back(cur[{int(idx), rank(xm)}]);
           const bool last = !kv && !sync_dp && !sync_tie;
-          out.push_back(output(p, int(idx), xt, "sp", last, g.shape(in.back())));
-        });
+          out.push_back(output(p, int(idx), xm, "sp", last, g.shape(in.back())));
+          group.push_back(rank(xm));
+        }
         if (fires("sp-norm-grad-not-reduced", -1, x) && p.local == layer(s.bug_layer()) + ".an.w")
-          for (int t = 0; t < s.tp; ++t)
-            collective(at_rank(x, grad(p.local) + ".sp_all_reduce.solo" + str(t)), "all_reduce",
-                       {in[t]}, {out[t]}, {tp_group(x).ranks[t]});
+          for (size_t k = 0; k < group.size(); ++k)
+            collective(at_rank(x, grad(p.local) + ".sp_all_reduce.solo" + str(int64_t(k))),
+                       "all_reduce", {in[k]}, {out[k]}, {group[k]});
         else
-          collective(at_rank(x, grad(p.local) + ".sp_all_reduce"), "all_reduce", in, out,
-                     tp_group(x));
-        for (int t = 0; t < s.tp; ++t) cur[{int(idx), tp_group(x).ranks[t]}] = out[t];
+          collective(at_rank(x, grad(p.local) + ".sp_all_reduce"), "all_reduce", in, out, group);
+        for (size_t k = 0; k < group.size(); ++k) cur[{int(idx), group[k]}] = out[k];
       }
 
     // kv heads replicated over tp: their gradient is split over the replicas.
@@ -173,7 +175,7 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
           for (xd.c = 0; xd.c < s.cp; ++xd.c) {
             in.push_back(cur[{int(idx), rank(xd)}]);
             Shape shape = g.shape(in.back());
-            if (s.zero == 2) shape[0] /= n_dp;
+            if (s.zero >= 2) shape[0] /= n_dp;
             const bool last = !sync_tie && s.zero != 1;
             out.push_back(output(p, int(idx), xd, zero ? "dp_shard" : "dp", last, shape));
           }
@@ -293,24 +295,34 @@ void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::str
     const std::string bug = buggy ? hook.first : "";
     nlohmann::json attrs = {{"reduce", bug == "mean" ? "mean" : "sum"}};
     if (bug == "skip") {
-      // Each member by itself, named by its place in the group: in the
-      // compact form one template over every (dp, cp) rank.
-      if (sym()) {
-        const Aff k = Aff(Ix::axis("dp")) * s.cp + (s.cp > 1 ? Aff(Ix::axis("cp")) : Aff(0));
-        collective(name + "_all_reduce.solo" + k.text(), "all_reduce", in, out, Group::along({}),
-                   attrs);
-        return;
-      }
+      // Each member by itself, named by its place k in the group: its own
+      // gradient (under ZeRO-2/3 its own shard of it).
+      auto alone = [&](const Aff& k, const std::string& in_k, const std::string& out_k,
+                       const Group& solo) {
+        if (s.zero < 2) {
+          collective(name + "_all_reduce.solo" + k.text(), "all_reduce", {in_k}, {out_k}, solo,
+                     attrs);
+          return;
+        }
+        const int64_t len = g.shape(out_k)[0];
+        g.op(name + "_shard.solo" + k.text(), "slice", {in_k}, {out_k},
+             {{"dim", 0}, {"start", (k * len).attr()}, {"end", (k * len + len).attr()}});
+      };
+      // The compact form: one template over every (dp, cp) rank.
+      if (sym())
+        return alone(Aff(Ix::axis("dp")) * s.cp + (s.cp > 1 ? Aff(Ix::axis("cp")) : Aff(0)), in[0],
+                     out[0], Group::along({}));
       for (size_t k = 0; k < in.size(); ++k)
-        collective(name + "_all_reduce.solo" + str(int64_t(k)), "all_reduce", {in[k]}, {out[k]},
-                   {group.ranks[k]}, attrs);
+        alone(Aff(int64_t(k)), in[k], out[k], {group.ranks[k]});
       return;
     }
-    if (s.zero == 2) {
+    std::vector<std::string> from = in;
+    if (bug == "double") from = reduce_twice(p, x, in, group);
+    if (s.zero >= 2) {
       attrs["dim"] = 0;
-      collective(name + "_reduce_scatter", "reduce_scatter", in, out, group, attrs);
+      collective(name + "_reduce_scatter", "reduce_scatter", from, out, group, attrs);
     } else {
-      collective(name + "_all_reduce", "all_reduce", in, out, group, attrs);
+      collective(name + "_all_reduce", "all_reduce", from, out, group, attrs);
     }
   });
 }
@@ -322,7 +334,10 @@ void Builder::step(const Param& p, const Coord& x, const std::string& g_piece, b
   SymSlice slice = slice_of(x, p.full, p.spec);
   const std::string w = weight(x, p.local);
   std::string param = w;
-  if (zero) {
+  if (zero && zero3_sharded(p)) {
+    slice = zero_slice(p, x);
+    param = at_rank(x, p.local + ".shard");  // the rank's input shard
+  } else if (zero) {
     const int64_t len = (slice[0].second - slice[0].first).value() / n_dp;
     const Aff j = Aff(x.d) * s.cp + x.c;
     slice = zero_slice(p, x);
@@ -359,7 +374,8 @@ void Builder::step(const Param& p, const Coord& x, const std::string& g_piece, b
 
 // ZeRO: gathers the updated shards into the whole piece on every rank.
 void Builder::finish_step(const Param& p, const Coord& x, const std::string& next, bool zero) {
-  if (!zero) {
+  // ZeRO-3 keeps the updated shard: the next step gathers it again.
+  if (!zero || zero3_sharded(p)) {
     add_output(next);
     return;
   }
@@ -388,13 +404,17 @@ void Builder::finish_step(const Param& p, const Coord& x, const std::string& nex
   std::vector<std::string> shards = zero_shards_[{p.local, x.p, x.t}];
   Group group = dp_cp_group(x0);
   if (s.bug("zero-allgather-order") && p.local == layer(s.bug_layer()) + ".wq" && x.t == 0) {
-    // Reverse rank order; every shard and output stays on its own rank.
-    std::reverse(shards.begin(), shards.end());
-    std::reverse(out.begin(), out.end());
-    std::reverse(group.ranks.begin(), group.ranks.end());
+    reverse_members(shards, out, group);
   }
   collective(at_rank(x0, p.local + ".zero_all_gather"), "all_gather", shards, out, group,
              {{"dim", 0}});
+}
+
+void reverse_members(std::vector<std::string>& in, std::vector<std::string>& out, Group& group) {
+  // Every input and output stays on its own rank.
+  std::reverse(in.begin(), in.end());
+  std::reverse(out.begin(), out.end());
+  std::reverse(group.ranks.begin(), group.ranks.end());
 }
 
 void Builder::add_input(const std::string& name) {

@@ -249,6 +249,24 @@ TEST_F(CliTest, PlanListsBugs) {
   }
 }
 
+// Each bug's line says what it needs; a bug the configuration cannot carry
+// is refused (exit 2) with that need, never written as a correct plan.
+TEST_F(CliTest, PlanBugNeedsAreListedAndEnforced) {
+  CliResult list = run("plan llama3-tiny --list-bugs");
+  EXPECT_EQ(list.code, 0) << list.err;
+  bool listed = false;
+  for (const std::string& line : lines_of(list.out))
+    if (line.rfind("clip-norm-missing-pp ", 0) == 0)
+      listed = line.find("[needs: --clip and pp >= 2]") != std::string::npos;
+  EXPECT_TRUE(listed) << list.out;
+  CliResult r = run("plan llama3-tiny --pp 2 --bug clip-norm-missing-pp");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("does not apply to this config (needs --clip and pp >= 2)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.out.empty()) << "no plan on stdout";
+}
+
 TEST_F(CliTest, PlanRejectsBadConfigurations) {
   CliResult r = run("plan mlp --hidden 8 --tp 3");
   EXPECT_EQ(r.code, 2);

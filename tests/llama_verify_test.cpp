@@ -58,6 +58,12 @@ std::vector<Case> correct_cases() {
       with("dropout_dp2_tp2_mb2", cfg(2, 2, 2, 1, 2), [](PlanConfig& c) { c.dropout = true; }),
       with("dropout_tp2_sp_cp2_pp2", cfg(2, 1, 2, 2, 1),
            [](PlanConfig& c) { c.dropout = true, c.sp = true, c.cp = 2; }),
+      // ZeRO-3: parameters held as shards, all-gathered before the forward.
+      with("dp2_tp2_zero3", cfg(2, 2, 2, 1, 1), [](PlanConfig& c) { c.zero = 3; }),
+      with("zero3_dp2_pp2_mb2_tied_clip", cfg(2, 2, 1, 2, 2),
+           [](PlanConfig& c) { c.zero = 3, c.tie_embeddings = true, c.clip = true; }),
+      with("zero3_dp2_cp2_tp2_sp", cfg(2, 2, 2, 1, 1),
+           [](PlanConfig& c) { c.zero = 3, c.cp = 2, c.sp = true; }),
       with("pp2_mb4_schedule", cfg(2, 1, 1, 2, 4), [](PlanConfig& c) { c.schedule = true; }),
       with("everything", cfg(2, 2, 2, 2, 1),
            [](PlanConfig& c) { c.sp = true, c.cp = 2, c.zero = 2, c.tie_embeddings = true; }),
@@ -156,6 +162,23 @@ TEST(LlamaBugFirstFinding, FusedGateUpContiguousIsRankZerosUp) {
   EXPECT_EQ(r.findings[0].tensor, plan["meta"]["bug_first_tensor"]) << testing::explain(r);
   EXPECT_EQ(r.findings[0].parallel_tensors, std::vector<std::string>{"dp0.tp0.pp0.mb0.l0.up"})
       << testing::explain(r);
+}
+
+// Under ZeRO-2 and ZeRO-3 the gradient sync is a reduce-scatter: the missed
+// sync leaves each rank its own shard of its own gradient. The plan stays
+// valid (it once declared shard-shaped outputs of a whole-gradient
+// all-reduce) and the bug is found at the gradient.
+TEST(LlamaBugUnderZero, DpGradNotSyncedKeepsTheOwnShard) {
+  for (int zero : {2, 3}) {
+    PlanConfig c = cfg(2, 2, 1, 1, 1);
+    c.zero = zero;
+    c.bug = "dp-grad-not-synced";
+    const nlohmann::json plan = planner::generate_plan("llama3-tiny", c);
+    Report r = testing::verify_json(plan, "dp-grad-not-synced-zero" + std::to_string(zero));
+    EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+    ASSERT_FALSE(r.findings.empty()) << zero;
+    EXPECT_EQ(r.findings.front().tensor, plan["meta"].value("bug_first_tensor", "")) << zero;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, LlamaBug, ::testing::ValuesIn(bug_names()),

@@ -83,6 +83,8 @@ std::vector<Case> correct_cases() {
       // ZeRO shards the replicated weights over dp, never the owned experts.
       {"dp2_ep2_zero1", with(cfg(2, 2, 2, 1, 1, 1), [](PlanConfig& c) { c.zero = 1; })},
       {"dp2_ep2_zero2", with(cfg(2, 2, 2, 1, 1, 1), [](PlanConfig& c) { c.zero = 2; })},
+      // ZeRO-3 gathers the replicated weights' shards, never the owned experts.
+      {"dp2_ep2_zero3", with(cfg(2, 2, 2, 1, 1, 1), [](PlanConfig& c) { c.zero = 3; })},
       {"tied", with(cfg(2, 1, 1, 1, 1, 1), [](PlanConfig& c) { c.tie_embeddings = true; })},
       {"pp2_tied", with(cfg(2, 1, 1, 1, 2, 1), [](PlanConfig& c) { c.tie_embeddings = true; })},
       {"bias", with(cfg(2, 1, 1, 1, 1, 1), [](PlanConfig& c) { c.bias = true; })},
@@ -275,6 +277,7 @@ PlanConfig config_for(const std::string& bug) {
       cfg(2, 2, 2, 1, 1, 2),
       with(cfg(2, 2, 2, 1, 2, 1), [](PlanConfig& c) { c.tie_embeddings = true, c.zero = 1; }),
       with(cfg(2, 1, 1, 1, 2, 2), [](PlanConfig& c) { c.schedule = true; }),
+      with(cfg(2, 2, 2, 1, 1, 1), [](PlanConfig& c) { c.zero = 3; }),
   };
   for (PlanConfig c : candidates) {
     c.bug = bug;

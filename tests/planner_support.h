@@ -78,6 +78,7 @@ inline std::optional<planner::PlanConfig> llama_config_for_bug(const std::string
       with(transformer_config(2, 1, 2, 1, 1), [](auto& c) { c.dropout = true; }),
       with(transformer_config(2, 1, 2, 1, 1), [](auto& c) { c.dropout = true, c.sp = true; }),
       with(transformer_config(2, 1, 1, 2, 2), [](auto& c) { c.schedule = true; }),
+      with(transformer_config(2, 2, 1, 1, 1), [](auto& c) { c.zero = 3; }),
   };
   for (planner::PlanConfig c : candidates) {
     c.bug = bug;

@@ -272,6 +272,34 @@ TEST(Planner, RejectsUnknownAndInapplicableBugs) {
 
 // --- the llama3 family
 
+// --list-bugs says what each bug needs, and that is exactly why the family's
+// default configuration refuses it: a bug listed as needing nothing
+// generates there, every other is refused naming its need.
+TEST(Planner, CatalogueListsWhatEachBugNeeds) {
+  for (const char* model : {"mlp", "llama3-tiny", "moe-tiny"})
+    for (const planner::BugInfo& b : planner::list_bugs(model)) {
+      PlanConfig c;
+      c.bug = b.name;
+      if (b.needs.empty()) {
+        EXPECT_NO_THROW(planner::bug_first_tensor(model, c)) << model << " " << b.name;
+        continue;
+      }
+      try {
+        planner::bug_first_tensor(model, c);
+        ADD_FAILURE() << model << " " << b.name << " applies to the default configuration";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(b.needs), std::string::npos)
+            << model << " " << b.name << ": " << e.what();
+      }
+    }
+  std::map<std::string, std::string> needs;
+  for (const planner::BugInfo& b : planner::list_bugs("llama3-tiny")) needs[b.name] = b.needs;
+  EXPECT_EQ(needs["clip-norm-missing-pp"], "--clip and pp >= 2");
+  EXPECT_EQ(needs["sp-grad-on-dp-group"], "sp and dp * cp == tp");
+  EXPECT_EQ(needs["zero3-grad-double-reduced"], "zero 3");
+  EXPECT_EQ(needs["row-parallel-no-allreduce"], "tp >= 2");
+}
+
 PlanConfig llama(int layers, int dp, int tp, int pp, int mb) {
   return testing::transformer_config(layers, dp, tp, pp, mb);
 }
