@@ -248,6 +248,40 @@ TEST(ReductionFamilies, AnExpertsTokenCountKeepsItsTokens) {
   expect_twins(expert_load(true), expert_load(false), "expert-load");
 }
 
+// A count of counts: flags summed over 4 tokens per expert, the 8 counts
+// summed, the total clipped at 30. The tokens kept full size (a sum of
+// flags), but the experts reduced to 2, where the total never exceeds 8: a
+// rank that forgets the clip was proven (random flags almost never reach
+// 30 either, so the full-size backstop missed it too).
+json count_of_counts(bool clip) {
+  const int64_t T = 4, E = 8;
+  auto chain = [&](const std::string& p, bool clipped, json& tensors) {
+    const std::string total = clipped ? p + "total" : p + "y";
+    json ops = {op(p + "f", "cast", {p + "p"}, {p + "f"}, {{"dtype", "f32"}}),
+                op(p + "c", "sum", {p + "f"}, {p + "c"}, {{"dims", {0}}}),
+                op(total, "sum", {p + "c"}, {total})};
+    tensors[p + "f"] = ptensor({T, E});
+    tensors[p + "c"] = ptensor({E});
+    if (clipped) {
+      tensors[total] = ptensor(json::array());
+      tensors[p + "cap"] = ptensor(json::array());
+      ops.push_back(constant(p + "cap", 30, json::array()));
+      ops.push_back(op(p + "y", "minimum", {total, p + "cap"}, {p + "y"}));
+    }
+    return ops;
+  };
+  json lt = {{"p", tensor({T, E}, "bool")}, {"y", tensor(json::array())}};
+  json lops = chain("", true, lt);
+  for (auto& [name, t] : lt.items()) t.erase("rank");
+  json pt = {{"r.y", scalar_claim("y")}};
+  json pops = chain("r.", clip, pt);
+  return one_rank(lt, {"p"}, lops, {"y"}, pt, {{"r.p", "p"}}, pops, {"r.y"});
+}
+
+TEST(ReductionFamilies, ACountOfCountsKeepsBothLines) {
+  expect_twins(count_of_counts(true), count_of_counts(false), "count-of-counts");
+}
+
 // ---------------------------------------------------------------- family 3
 // Values constant in varying inputs (docs/soundness.md, section 7): eq(p, q)
 // on booleans is 1 - p - q + 2pq, and x / x is 1; summed over 8 elements

@@ -421,8 +421,9 @@ bool Variation::bounded_of(Kind k, size_t i) const {
     case Kind::Div:
     case Kind::Reciprocal:
     case Kind::Call:
-      if (op.op == "sum" || op.op == "mean" || op.op == "matmul" || op.op == "rmsnorm")
-        return false;  // a count, or continuous
+      // A sum of bounded values is a count: bounded too (its combined line
+      // keeps full size), and a later sum of counts may saturate as well.
+      if (op.op == "rmsnorm") return false;  // continuous
       return all(0, op.in.size());
     default:
       return false;
