@@ -7,23 +7,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/position_plans.h"
 #include "tests/test_support.h"
 
 namespace shardproof::family_plans {
 
 using nlohmann::json;
 
-inline json tensor(json shape, const std::string& dtype = "f32") {
-  return {{"shape", shape}, {"dtype", dtype}};
-}
+using testing::positions::op;
+using testing::positions::tensor;
+
 inline json ptensor(json shape, json of = nullptr, const std::string& dtype = "f32", int rank = 0) {
   json t = {{"shape", shape}, {"dtype", dtype}, {"rank", rank}};
   if (!of.is_null()) t["of"] = of;
   return t;
-}
-inline json op(const std::string& name, const std::string& kind, json in, json out,
-               json attrs = json::object()) {
-  return {{"name", name}, {"op", kind}, {"in", in}, {"out", out}, {"attrs", attrs}};
 }
 inline json constant(const std::string& out, json value, json shape,
                      const std::string& dtype = "f32") {
