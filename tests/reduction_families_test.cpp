@@ -4,6 +4,7 @@
 // twin was refuted by a difference that exists only at reduced size.
 #include <gtest/gtest.h>
 
+#include "tests/family_plans.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
@@ -12,56 +13,7 @@ namespace {
 using nlohmann::json;
 using testing::explain;
 using testing::verify_json;
-
-json tensor(json shape, const std::string& dtype = "f32") {
-  return {{"shape", shape}, {"dtype", dtype}};
-}
-json ptensor(json shape, json of = nullptr, const std::string& dtype = "f32", int rank = 0) {
-  json t = {{"shape", shape}, {"dtype", dtype}, {"rank", rank}};
-  if (!of.is_null()) t["of"] = of;
-  return t;
-}
-json op(const std::string& name, const std::string& kind, json in, json out,
-        json attrs = json::object()) {
-  return {{"name", name}, {"op", kind}, {"in", in}, {"out", out}, {"attrs", attrs}};
-}
-json constant(const std::string& out, json value, json shape, const std::string& dtype = "f32") {
-  return op(out, "const", json::array(), {out},
-            {{"value", value}, {"shape", shape}, {"dtype", dtype}});
-}
-json scalar_claim(const std::string& of) {
-  return ptensor(json::array(), {{"tensor", of}});
-}
-
-// A one-rank plan: the logical graph as given, and a parallel graph whose
-// inputs claim the logical inputs whole (`claims`: parallel name -> logical).
-json one_rank(json ltensors, json linputs, json lops, json loutputs, json ptensors, json claims,
-              json pops, json poutputs) {
-  json pinputs = json::array();
-  for (auto& [p, l] : claims.items()) {
-    json shape = ltensors.at(l.get<std::string>()).at("shape");
-    std::string dtype = ltensors.at(l.get<std::string>()).at("dtype");
-    ptensors[p] = ptensor(shape, {{"tensor", l}}, dtype);
-    pinputs.push_back(p);
-  }
-  return {{"format", "shardproof-plan/1"},
-          {"name", "family"},
-          {"logical",
-           {{"tensors", ltensors}, {"inputs", linputs}, {"ops", lops}, {"outputs", loutputs}}},
-          {"parallel",
-           {{"world", 1},
-            {"tensors", ptensors},
-            {"inputs", pinputs},
-            {"ops", pops},
-            {"outputs", poutputs}}}};
-}
-
-void expect_twins(const json& good, const json& bad, const std::string& stem) {
-  Report g = verify_json(good, stem + "-good");
-  EXPECT_EQ(g.verdict, Verdict::Equivalent) << explain(g);
-  Report b = verify_json(bad, stem + "-bad");
-  EXPECT_EQ(b.verdict, Verdict::NotEquivalent) << explain(b);
-}
+using namespace family_plans;
 
 // ---------------------------------------------------------------- family 1
 // The label-smoothing term: sum over the vocabulary of log_softmax, which
@@ -248,6 +200,40 @@ TEST(ReductionFamilies, AnExpertsTokenCountKeepsItsTokens) {
   expect_twins(expert_load(true), expert_load(false), "expert-load");
 }
 
+// A count of counts: flags summed over 4 tokens per expert, the 8 counts
+// summed, the total clipped at 30. The tokens kept full size (a sum of
+// flags), but the experts reduced to 2, where the total never exceeds 8: a
+// rank that forgets the clip was proven (random flags almost never reach
+// 30 either, so the full-size backstop missed it too).
+json count_of_counts(bool clip) {
+  const int64_t T = 4, E = 8;
+  auto chain = [&](const std::string& p, bool clipped, json& tensors) {
+    const std::string total = clipped ? p + "total" : p + "y";
+    json ops = {op(p + "f", "cast", {p + "p"}, {p + "f"}, {{"dtype", "f32"}}),
+                op(p + "c", "sum", {p + "f"}, {p + "c"}, {{"dims", {0}}}),
+                op(total, "sum", {p + "c"}, {total})};
+    tensors[p + "f"] = ptensor({T, E});
+    tensors[p + "c"] = ptensor({E});
+    if (clipped) {
+      tensors[total] = ptensor(json::array());
+      tensors[p + "cap"] = ptensor(json::array());
+      ops.push_back(constant(p + "cap", 30, json::array()));
+      ops.push_back(op(p + "y", "minimum", {total, p + "cap"}, {p + "y"}));
+    }
+    return ops;
+  };
+  json lt = {{"p", tensor({T, E}, "bool")}, {"y", tensor(json::array())}};
+  json lops = chain("", true, lt);
+  for (auto& [name, t] : lt.items()) t.erase("rank");
+  json pt = {{"r.y", scalar_claim("y")}};
+  json pops = chain("r.", clip, pt);
+  return one_rank(lt, {"p"}, lops, {"y"}, pt, {{"r.p", "p"}}, pops, {"r.y"});
+}
+
+TEST(ReductionFamilies, ACountOfCountsKeepsBothLines) {
+  expect_twins(count_of_counts(true), count_of_counts(false), "count-of-counts");
+}
+
 // ---------------------------------------------------------------- family 3
 // Values constant in varying inputs (docs/soundness.md, section 7): eq(p, q)
 // on booleans is 1 - p - q + 2pq, and x / x is 1; summed over 8 elements
@@ -297,6 +283,58 @@ TEST(ReductionFamilies, AQuotientOfItselfCountsThePiece) {
                     {constant("p.y", count, json::array())}, {"p.y"});
   };
   expect_twins(with(8), with(2), "quotient");
+}
+
+// Values constant through a product that cancels (x * (1 / x)) or a zero
+// factor under a function (exp(x * (x - x))), summed over rows of 8: a
+// row's piece is counted. The stage has 4096 rows, too many for the
+// full-size witness and backstop (section 5.1), so only the rule decides:
+// before it, the correct count 8 was refuted by a difference at pieces of 2
+// that no full-size replay withdrew, and a bug that compares the count with
+// 5 (true at 8, false at 2 and at the backstop's 3) was proven.
+json cancelled_count(const std::string& form, bool compare, int count) {
+  const int64_t R = 4096, V = 8;
+  json lt = {{"x", tensor({R, V})}, {"m", tensor({R, V})}, {"y", tensor({R})}};
+  json lops = json::array();
+  if (form == "reciprocal") {
+    lt["r"] = tensor({R, V});
+    lops = {op("r", "reciprocal", {"x"}, {"r"}), op("m", "mul", {"x", "r"}, {"m"})};
+  } else {  // exp of a zero product
+    lt["z"] = tensor({R, V});
+    lt["xz"] = tensor({R, V});
+    lops = {op("z", "sub", {"x", "x"}, {"z"}), op("xz", "mul", {"x", "z"}, {"xz"}),
+            op("m", "exp", {"xz"}, {"m"})};
+  }
+  lops.push_back(op("y", "sum", {"m"}, {"y"}, {{"dims", {1}}}));
+  json pt = json::object(), pops = json::array();
+  std::string out = "y";
+  if (compare) {  // the bug: the count's comparison with 5 written as false
+    lt["five"] = tensor(json::array());
+    lt["g"] = tensor({R}, "bool");
+    lops.push_back(constant("five", 5, json::array()));
+    lops.push_back(op("g", "ge", {"y", "five"}, {"g"}));
+    out = "g";
+    pt["p.g"] = ptensor({R}, {{"tensor", "g"}}, "bool");
+    pops.push_back(constant("p.g", 0, {R}, "bool"));
+  } else {  // the per-element constant, times count
+    pt = {{"p.c", ptensor({R})}, {"p.e", ptensor({R})}, {"p.y", ptensor({R}, {{"tensor", "y"}})}};
+    const bool exp = form != "reciprocal";
+    pops = {constant("p.c", exp ? 0 : 1, {R}), op("p.e", exp ? "exp" : "neg", {"p.c"}, {"p.e"}),
+            op("p.y", "scale", {"p.e"}, {"p.y"}, {{"factor", exp ? count : -count}})};
+  }
+  return one_rank(lt, {"x"}, lops, {out}, pt, {{"p.x", "x"}}, pops, {"p." + out});
+}
+
+TEST(ReductionFamilies, AProductWithItsReciprocalCountsThePiece) {
+  expect_twins(cancelled_count("reciprocal", false, 8), cancelled_count("reciprocal", true, 0),
+               "reciprocal-product");
+  Report b = verify_json(cancelled_count("reciprocal", false, 2), "reciprocal-product-2");
+  EXPECT_EQ(b.verdict, Verdict::NotEquivalent) << explain(b);
+}
+
+TEST(ReductionFamilies, AFunctionOfAZeroProductCountsThePiece) {
+  expect_twins(cancelled_count("zero", false, 8), cancelled_count("zero", false, 2),
+               "zero-product");
 }
 
 // ---------------------------------------------------------------- family 5
