@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "engine/core/digest.h"
+#include "engine/core/field_writer.h"
 
 namespace shardproof {
 namespace {
@@ -22,35 +23,6 @@ class FirstSeen {
 
  private:
   std::unordered_map<int64_t, int64_t> numbers_;
-};
-
-// Length-prefixed fields: the encoding is unambiguous.
-class Content {
- public:
-  void number(int64_t v) { out_ += std::to_string(v) + ";"; }
-  void text(const std::string& s) {
-    number(static_cast<int64_t>(s.size()));
-    out_ += s;
-  }
-  void numbers(const std::vector<int64_t>& v) {
-    number(static_cast<int64_t>(v.size()));
-    for (int64_t x : v) number(x);
-  }
-  void ints(const std::vector<int>& v) {
-    number(static_cast<int64_t>(v.size()));
-    for (int x : v) number(x);
-  }
-  void attrs(const AttrMap& attrs) {
-    number(static_cast<int64_t>(attrs.size()));
-    for (const auto& [key, value] : attrs) {
-      text(key);
-      text(value.describe());
-    }
-  }
-  const std::string& bytes() const { return out_; }
-
- private:
-  std::string out_;
 };
 
 class RenamedContent {
@@ -88,8 +60,7 @@ class RenamedContent {
 
   void lineage(const Lineage& of) {
     logical_tensor(of.logical);
-    out_.number(static_cast<int64_t>(of.slice.size()));
-    for (const auto& [lo, hi] : of.slice) out_.number(lo), out_.number(hi);
+    out_.slice(of.slice);
     out_.number(of.has_part), out_.number(of.part_k), out_.number(of.part_n);
     over(of.over);
     out_.number(of.scale_num), out_.number(of.scale_den);
@@ -148,8 +119,7 @@ class RenamedContent {
     out_.number(static_cast<int64_t>(units.size()));
     for (const StageUnit& u : units) {
       logical_tensor(u.logical);
-      out_.number(static_cast<int64_t>(u.slice.size()));
-      for (const auto& [lo, hi] : u.slice) out_.number(lo), out_.number(hi);
+      out_.slice(u.slice);
       out_.number(u.parts);
       over(u.over);
       out_.number(u.scale.first), out_.number(u.scale.second);
@@ -164,7 +134,7 @@ class RenamedContent {
 
   const Plan& sub_;
   const std::vector<char> is_output_;
-  Content out_;
+  FieldWriter out_;
   FirstSeen logical_, logical_ops_, ranks_;
 };
 
