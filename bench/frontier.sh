@@ -4,7 +4,11 @@
 #
 # 1. Each frontier plan: compact file size, op instances it denotes, stages
 #    verified (at the corners of the classes) and distinct, corners explored,
-#    cold time and peak memory in process without cache, and cold and warm
+#    pipeline-stage batches verified and how many took the result of an
+#    identical one (batch_reuse.h), cold time (wall, and CPU: the machine
+#    may be shared) split by phase (parse: reading and checking each batch's
+#    expansion; cut: exploring corners and cutting; key; decide) and peak
+#    memory in process without cache, and cold and warm
 #    time through a daemon in a fresh cache and runtime directory. The cold
 #    run is per class (--classes); through the daemon a plan under 10^6 op
 #    instances is expanded instead (the default). Runs are bounded by
@@ -64,13 +68,13 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 LIMIT_S="${LIMIT_S:-300}"
 LIMIT_GIB="${LIMIT_GIB:-4}"
 
-# verify_cold PLAN [flags...]: sets cold_s, peak_mib; report in $work/report.json
+# verify_cold PLAN [flags...]: sets cold_s, cpu_s, peak_mib; report in $work/report.json
 verify_cold() {
   local plan="$1" t0 t1
   shift
   t0=$(now)
   (ulimit -v $((LIMIT_GIB * 1024 * 1024 + 512 * 1024)) &&
-    timeout "$LIMIT_S" /usr/bin/time -f %M -o "$work/rss" "$cli" verify --quiet --no-cache \
+    SHARDPROOF_DEBUG_CLASSES=1 timeout "$LIMIT_S" /usr/bin/time -f "%M %U %S" -o "$work/rss" "$cli" verify --quiet --no-cache \
       --format json "$@" "$plan") >"$work/report.json" 2>"$work/err" || true
   [[ -s "$work/report.json" ]] ||
     echo "{\"verdict\": \"did not finish within ${LIMIT_S} s and ${LIMIT_GIB} GiB\"}" >"$work/report.json"
@@ -79,10 +83,19 @@ verify_cold() {
   cold_s=$(elapsed "$t0" "$t1")
   # GNU time writes "Command exited with non-zero status N" first on failure.
   peak_mib=$(tail -n1 "$work/rss" | awk '{ printf "%.0f", $1 / 1024 }')
+  cpu_s=$(tail -n1 "$work/rss" | awk '{ printf "%.1f", $2 + $3 }')
+  # "batches: 16, reused 13" (the class verifier's debug output) as "16 (13)"
+  batches=$(sed -n 's/^batches: \([0-9]*\), reused \([0-9]*\)$/\1 (\2)/p' "$work/err" | tail -n1)
 }
 
-echo "| plan | file KB | op instances | stages verified | distinct | corners | cold s | peak MiB | daemon cold s | daemon warm s | verdict |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+# phases R: parse/cut/key/decide seconds of report R (wall, summed over batches)
+phases() {
+  python3 -c 'import json,sys; p=json.load(open(sys.argv[1])).get("stats", {}).get("phases", {})
+print("/".join("%.1f" % p.get(k, 0) for k in ("parse", "cut", "key", "decide")))' "$1"
+}
+
+echo "| plan | file KB | op instances | stages verified | distinct | corners | batches (reused) | cold s | cold CPU s | parse/cut/key/decide s | peak MiB | daemon cold s | daemon warm s | verdict |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 while IFS= read -r line; do
   [[ -z "$line" ]] && continue
   model="${line%%:*}"
@@ -104,8 +117,9 @@ while IFS= read -r line; do
     daemon_cold=$(elapsed "$t0" "$t1") daemon_warm=$(elapsed "$t1" "$t2")
   fi
   echo "| $model ${opts[*]} | $kb | $(field "$r" stats.parallel_ops) | $(field "$r" stats.stages) |" \
-    "$(field "$r" stats.unique_stages) | $(field "$r" stats.class_anchors) | $cold_s | $peak_mib |" \
-    "$daemon_cold | $daemon_warm | $(field "$r" verdict) |"
+    "$(field "$r" stats.unique_stages) | $(field "$r" stats.class_anchors) |" \
+    "${batches:--} | $cold_s | $cpu_s |" \
+    "$(phases "$r") | $peak_mib | $daemon_cold | $daemon_warm | $(field "$r" verdict) |"
 done <<<"$PLANS"
 
 # The curves: each dimension doubled from a base, per class (--classes).
@@ -117,8 +131,8 @@ curve() {
   echo
   echo "Scaling from $model ${base[*]} (per class, --classes):"
   echo
-  echo "| doubled | op instances | stages verified | corners | cold s | peak MiB | verdict |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| doubled | op instances | stages verified | corners | batches (reused) | cold s | cold CPU s | parse/cut/key/decide s | peak MiB | verdict |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
   for dim in none dp tp pp microbatches layers; do
     if [[ "$dim" == none ]]; then read -r -a opts <<<"${base[*]}"; else read -r -a opts <<<"$(double "$dim")"; fi
     [[ "$dim" == dp || "$dim" == microbatches ]] && {
@@ -128,13 +142,14 @@ curve() {
       done
     }
     if ! "$cli" plan "$model" "${opts[@]}" --compact -o "$work/curve.json" 2>"$work/err"; then
-      echo "| $dim | skipped: $(head -c 120 "$work/err") | | | | | |"
+      echo "| $dim | skipped: $(head -c 120 "$work/err") | | | | | | | | |"
       continue
     fi
     verify_cold "$work/curve.json" --classes
     r="$work/report.json"
     echo "| $dim | $(field "$r" stats.parallel_ops) | $(field "$r" stats.stages) |" \
-      "$(field "$r" stats.class_anchors) | $cold_s | $peak_mib | $(field "$r" verdict) |"
+      "$(field "$r" stats.class_anchors) | ${batches:--} |" \
+      "$cold_s | $cpu_s | $(phases "$r") | $peak_mib | $(field "$r" verdict) |"
   done
 }
 double() {  # name: prints the base with that option doubled

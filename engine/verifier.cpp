@@ -66,7 +66,7 @@ Report verify_plan_file(const std::string& path, const VerifyOptions& options) {
     const double parse = std::chrono::duration<double>(Clock::now() - start).count();
     Report report = verify_plan(*parsed.plan, options);
     report.plan_path = path;
-    report.stats.phases.parse = parse;
+    report.stats.phases.parse += parse;
     report.stats.seconds += parse;
     return report;
   }

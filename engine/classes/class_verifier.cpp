@@ -8,8 +8,10 @@
 #include <set>
 #include <unordered_map>
 
+#include "engine/classes/batch_reuse.h"
 #include "engine/classes/compact_explore.h"
 #include "engine/classes/compact_rules.h"
+#include "engine/decide/plan_run_cut.h"
 #include "engine/decide/stage_store.h"
 #include "engine/format/compact/compact_expand.h"
 #include "engine/stage/stage_memo.h"
@@ -198,6 +200,10 @@ class ClassRun {
       all.stats.unique_stages = static_cast<int64_t>(distinct.size());
       for (const auto& [key, d] : distinct) count_decided(all.stats, d);
       all.stats.class_anchors = static_cast<int64_t>(records_.size());
+      if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
+        std::fprintf(stderr, "batches: %lld, reused %lld\n",
+                     static_cast<long long>(batches_verified_),
+                     static_cast<long long>(reuse_.reused()));
       all.stats.parallel_ops = op_instance_count(g_);
       all.stats.phases.cut += explore_seconds_;
       return all;
@@ -205,6 +211,8 @@ class ClassRun {
     return unknown("the coordinate classes did not settle after " + std::to_string(kMaxRounds) +
                    " splits: instances inside a class still differ from its corners");
   }
+
+  ClassRunCounts counts() const { return {batches_verified_, reuse_.reused()}; }
 
  private:
   Report unknown(const std::string& why) const {
@@ -312,13 +320,16 @@ class ClassRun {
         if (box[i].hi > box[i].lo) axes_[i].add(box[i].lo + (box[i].hi - box[i].lo) / 2);
   }
 
-  // Writes and verifies what a batch selected; keeps each anchor's stage
-  // signature and names the coordinates of each finding.
+  // Writes and verifies what a batch selected (or takes the verification
+  // of an earlier batch equal to it up to names, batch_reuse.h); keeps each
+  // anchor's stage signature and names the coordinates of each finding.
   Report verify_batch(const std::vector<Coord>& anchors, std::unique_ptr<Batch> b, int round,
                       std::map<std::string, Decided>& distinct) {
     Expansion expansion;
     Plan sub;
+    ++batches_verified_;
     const size_t selected_ops = b->selection.op_count();
+    const auto start = Clock::now();
     try {
       check_selected(plan_, expand_selected(g_, b->checked));
       expansion = expand_selected(g_, b->selection);
@@ -336,25 +347,50 @@ class ClassRun {
       r.invalid = e.diag;
       return r;
     }
+    const double read_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const auto cut_start = Clock::now();
+    std::vector<StageUnit> units = cut_units(sub, options_.jobs);
+    const std::string digest = renamed_content_digest(sub, units);
+    const double cut_seconds = std::chrono::duration<double>(Clock::now() - cut_start).count();
+    if (const VerifiedBatch* same = reuse_.find(digest)) {
+      reuse_.count_reuse();
+      for (const Coord& c : anchors)
+        signatures_[pack(c)] = stage_keys(c, sub, same->verdict_keys, same->unit_of);
+      distinct.insert(same->decided.begin(), same->decided.end());
+      debug_batch(round, anchors, selected_ops, same->verdict_keys, "reused");
+      Report r = same->report;
+      r.stats.phases = {};
+      r.stats.phases.parse = read_seconds;
+      r.stats.phases.cut = cut_seconds;
+      return r;
+    }
     StageRecord record;
-    Report r = verify_expanded(sub, options_, &record);
+    Report r = verify_expanded_cut(sub, std::move(units), cut_seconds, options_, &record);
+    r.stats.phases.parse += read_seconds;
     std::vector<int> unit_of(sub.parallel.tensors.size(), -1);
     for (size_t u = 0; u < record.units.size(); ++u)
       for (int t : record.units[u].members) unit_of[t] = static_cast<int>(u);
-    for (const Coord& c : anchors) signatures_[pack(c)] = stage_keys(c, sub, record, unit_of);
+    for (const Coord& c : anchors)
+      signatures_[pack(c)] = stage_keys(c, sub, record.verdict_keys, unit_of);
     distinct.insert(record.decided.begin(), record.decided.end());
+    debug_batch(round, anchors, selected_ops, record.verdict_keys, "verified");
+    reuse_.keep(digest, r, record, std::move(unit_of));
+    localise(r, sub, expansion);
+    return r;
+  }
+
+  void debug_batch(int round, const std::vector<Coord>& anchors, size_t selected_ops,
+                   const std::vector<std::string>& verdict_keys, const char* how) const {
     if (std::getenv("SHARDPROOF_DEBUG_CLASSES")) {
-      std::set<std::string> verdicts(record.verdict_keys.begin(), record.verdict_keys.end());
+      std::set<std::string> verdicts(verdict_keys.begin(), verdict_keys.end());
       std::fprintf(
           stderr,
           "round %d, pp=%lld dp=%lld: %zu anchors, %zu ops, %zu stages, %zu distinct verdict "
-          "keys, explore %.2f s, memo %zu\n",
+          "keys, %s, explore %.2f s, memo %zu\n",
           round, static_cast<long long>(anchors.front()[kPpAxis]),
           static_cast<long long>(anchors.front()[kDpAxis]), anchors.size(), selected_ops,
-          record.units.size(), verdicts.size(), explore_seconds_, identity_memo_.size());
+          verdict_keys.size(), verdicts.size(), how, explore_seconds_, identity_memo_.size());
     }
-    localise(r, sub, expansion);
-    return r;
   }
 
   // Folds a batch's report into the run's (not the counts of distinct
@@ -376,7 +412,8 @@ class ClassRun {
   }
 
   // The verdict keys of the stages of `c`'s claims, in order.
-  std::string stage_keys(const Coord& c, const Plan& sub, const StageRecord& record,
+  std::string stage_keys(const Coord& c, const Plan& sub,
+                         const std::vector<std::string>& verdict_keys,
                          const std::vector<int>& unit_of) const {
     std::string s;
     for (const SeedClaim& seed : records_.at(pack(c)).seeds) {
@@ -384,10 +421,10 @@ class ClassRun {
       const int index = sub.parallel.find(t.name.eval(seed.c));
       const int unit = index < 0 ? -1 : unit_of[index];
       // A claim with no stage, or a stage with no key, matches nothing.
-      if (unit < 0 || record.verdict_keys.size() <= static_cast<size_t>(unit) ||
-          record.verdict_keys[unit].empty())
+      if (unit < 0 || verdict_keys.size() <= static_cast<size_t>(unit) ||
+          verdict_keys[unit].empty())
         return "?" + std::to_string(pack(c));
-      s += record.verdict_keys[unit];
+      s += verdict_keys[unit];
       s += ';';
     }
     return s;
@@ -424,6 +461,8 @@ class ClassRun {
   }
 
   StageIdentityMemo identity_memo_;
+  BatchReuse reuse_;              // verified batches by renamed content, across rounds
+  int64_t batches_verified_ = 0;  // of which reuse_.reused() were taken from it
   MemoryVerdictStore round_store_;
   const Plan& plan_;
   const CompactGraph& g_;
@@ -437,14 +476,16 @@ class ClassRun {
 
 }  // namespace
 
-Report verify_by_classes(const Plan& plan, const VerifyOptions& options) {
+Report verify_by_classes(const Plan& plan, const VerifyOptions& options, ClassRunCounts* counts) {
   auto start = Clock::now();
   Report report;
   try {
     if (std::optional<Report> broken = check_compact_rules(plan)) {
       report = std::move(*broken);
     } else {
-      report = ClassRun(plan, options).run();
+      ClassRun run(plan, options);
+      report = run.run();
+      if (counts) *counts = run.counts();
     }
   } catch (const std::exception& e) {
     report = Report{};

@@ -20,7 +20,15 @@
 
 namespace shardproof {
 
-// `plan.compact` must be set. Never throws.
-Report verify_by_classes(const Plan& plan, const VerifyOptions& options);
+// How a class run went, for tests and benchmarks: its batches (one per
+// pipeline stage and round) and how many took the result of an earlier
+// batch equal to them up to names (batch_reuse.h) instead of being verified.
+struct ClassRunCounts {
+  int64_t batches = 0, reused = 0;
+};
+
+// `plan.compact` must be set. Never throws. Fills `counts` if not null.
+Report verify_by_classes(const Plan& plan, const VerifyOptions& options,
+                         ClassRunCounts* counts = nullptr);
 
 }  // namespace shardproof

@@ -5,6 +5,7 @@
 
 #include "engine/core/parallel_for.h"
 #include "engine/decide/finding_sources.h"
+#include "engine/decide/plan_run_cut.h"
 #include "engine/decide/stage_run.h"
 #include "engine/stage/stage.h"
 
@@ -68,10 +69,26 @@ std::optional<ClaimInference> parse_claim_inference(const std::string& name) {
 
 Report verify_expanded(const Plan& plan, const VerifyOptions& options, StageRecord* record) {
   auto start = Clock::now();
-  Report report = plan_report(plan);
+  std::vector<StageUnit> units;
   try {
-    std::vector<StageUnit> units = cut_units(plan, options.jobs);
-    report.stats.phases.cut = std::chrono::duration<double>(Clock::now() - start).count();
+    units = cut_units(plan, options.jobs);
+  } catch (const std::exception& e) {
+    Report report = plan_report(plan);
+    report.verdict = Verdict::InternalError;
+    report.error = e.what();
+    if (record) *record = StageRecord{};
+    return report;
+  }
+  const double cut = std::chrono::duration<double>(Clock::now() - start).count();
+  return verify_expanded_cut(plan, std::move(units), cut, options, record);
+}
+
+Report verify_expanded_cut(const Plan& plan, std::vector<StageUnit> units, double cut_seconds,
+                           const VerifyOptions& options, StageRecord* record) {
+  auto start = Clock::now();
+  Report report = plan_report(plan);
+  report.stats.phases.cut = cut_seconds;
+  try {
     run_stages(plan, units, options, {}, record, report);
     if (record) record->units = std::move(units);
   } catch (const std::exception& e) {
@@ -79,7 +96,7 @@ Report verify_expanded(const Plan& plan, const VerifyOptions& options, StageReco
     report.error = e.what();
     if (record) *record = StageRecord{};
   }
-  report.stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  report.stats.seconds = cut_seconds + std::chrono::duration<double>(Clock::now() - start).count();
   return report;
 }
 

@@ -1,40 +1,14 @@
 #include "engine/stage/canonical.h"
 
 #include "engine/core/digest.h"
+#include "engine/core/field_writer.h"
 #include "engine/core/z3_version.h"
 #include "engine/ops/op_registry.h"
 
 namespace shardproof {
 namespace {
-
 // Length-prefixed fields keep the encoding unambiguous.
-class Writer {
- public:
-  void text(const std::string& s) {
-    number(static_cast<int64_t>(s.size()));
-    out_ += s;
-  }
-  void number(int64_t v) { out_ += std::to_string(v) + ";"; }
-  void numbers(const std::vector<int64_t>& v) {
-    number(static_cast<int64_t>(v.size()));
-    for (int64_t x : v) number(x);
-  }
-  void ints(const std::vector<int>& v) {
-    number(static_cast<int64_t>(v.size()));
-    for (int x : v) number(x);
-  }
-  // A token no number starts with: marks a field only some stages have.
-  void tag(const char* t) { out_ += t; }
-  void slice(const SliceSpec& s) {
-    number(static_cast<int64_t>(s.size()));
-    for (auto& [lo, hi] : s) number(lo), number(hi);
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
+using Writer = FieldWriter;
 }  // namespace
 
 std::string canonical_bytes(const Stage& stage, bool with_full_size) {
@@ -92,11 +66,7 @@ std::string canonical_bytes(const Stage& stage, bool with_full_size) {
     // Rank numbers do not matter, only the group's size: the i-th input is
     // the i-th member, and the input order is encoded above.
     w.number(static_cast<int64_t>(op.group.size()));
-    w.number(static_cast<int64_t>(op.attrs.size()));
-    for (const auto& [key, value] : op.attrs) {
-      w.text(key);
-      w.text(value.describe());
-    }
+    w.attrs(op.attrs);
   }
   // Integer values mapped onto reduced lines (findings report them at full
   // size). Written only when present, so other stages keep their keys.

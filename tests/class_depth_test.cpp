@@ -1,0 +1,122 @@
+// Depth in the class verifier (engine/classes/batch_reuse.h): pipeline
+// stages that hold the same layers under other numbers are verified once,
+// and a bug in one deep layer, one pipeline stage, one micro-batch or one
+// rank class still makes its stage's batch differ and is found there.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/classes/class_verifier.h"
+#include "engine/format/plan_parser.h"
+#include "planner/planner.h"
+#include "tests/planner_support.h"
+#include "tests/test_support.h"
+
+namespace shardproof {
+namespace {
+
+// Verified per class; `counts` says how many batches were reused.
+Report by_classes(const nlohmann::json& plan, ClassRunCounts* counts = nullptr) {
+  ParseResult r =
+      parse_plan_text(plan.dump(1), "plan.json", "", ParseOptions{ParseOptions::Compact::Classes});
+  if (!r.plan) {
+    Report bad;
+    bad.verdict = Verdict::Invalid;
+    bad.invalid = r.error;
+    return bad;
+  }
+  VerifyOptions options;
+  options.jobs = 2;
+  return verify_by_classes(*r.plan, options, counts);
+}
+
+bool mentions(const Report& r, const std::string& text) {
+  for (const Finding& f : r.findings) {
+    if (f.tensor.find(text) != std::string::npos) return true;
+    for (const std::string& t : f.parallel_tensors)
+      if (t.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// mlp, 16 layers on 8 pipeline stages of 2 (dp2 tp2, 2 micro-batches).
+nlohmann::json deep_mlp() {
+  planner::PlanConfig c = testing::mlp_config(16, 2, 2, 8, 2);
+  c.batch = 4 * 2 * 2;
+  c.compact = true;
+  return planner::generate_plan("mlp", c);
+}
+
+// The six middle pipeline stages hold the same two layers under other
+// numbers: one is verified, the others take its result.
+TEST(ClassVerifierDepth, IdenticalPipelineStagesAreVerifiedOnce) {
+  ClassRunCounts counts;
+  Report r = by_classes(deep_mlp(), &counts);
+  ASSERT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+  EXPECT_EQ(counts.batches, 8);
+  EXPECT_EQ(counts.reused, 5);
+}
+
+// Every tp rank of layer 11 (pipeline stage 5 of 8) loads another rank's
+// shard of its weight: the shards still cover the weight, so the plan is
+// valid, but stage 5 is no longer the same as stage 1 up to names. It is
+// verified and the bug found; the stages around it are still reused.
+TEST(ClassVerifierDepth, OneWrongLayerAtDepthIsFound) {
+  nlohmann::json plan = deep_mlp();
+  bool changed = false;
+  for (nlohmann::json& program : plan["parallel"]["programs"])
+    for (nlohmann::json& t : program["tensors"])
+      if (t["name"] == "dp{dp}.tp{tp}.pp{pp}.w11") {
+        ASSERT_EQ(t["of"]["slice"][0][0], "(tp)*4") << t.dump();
+        t["of"]["slice"][0] = {"(1 - tp)*4", "(1 - tp)*4 + 4"};
+        changed = true;
+      }
+  ASSERT_TRUE(changed);
+  ClassRunCounts counts;
+  Report r = by_classes(plan, &counts);
+  ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+  EXPECT_TRUE(mentions(r, "l11")) << testing::explain(r);
+  EXPECT_EQ(counts.reused, 4);
+}
+
+// llama3-tiny, 12 layers on 6 pipeline stages of 2: the catalogue's bugs
+// that hit one pipeline boundary, one micro-batch or one rank class sit in
+// pipeline stage 2 or 3, after stage 1, the first of the identical middle
+// ones, was verified and kept.
+planner::PlanConfig deep_llama(const std::string& bug) {
+  planner::PlanConfig c = testing::transformer_config(12, 2, 2, 6, 2);
+  c.compact = true;
+  c.bug = bug;
+  return c;
+}
+
+void expect_found_at_depth(const std::string& bug) {
+  const planner::PlanConfig c = deep_llama(bug);
+  Report r = by_classes(planner::generate_plan("llama3-tiny", c));
+  ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << bug << "\n" << testing::explain(r);
+  const std::string first = planner::bug_first_tensor("llama3-tiny", c);
+  EXPECT_TRUE(mentions(r, first)) << bug << " not found at " << first << "\n"
+                                  << testing::explain(r);
+}
+
+TEST(ClassVerifierDepth, TheDeepLlamaIsEquivalentWithItsMiddleStagesReused) {
+  ClassRunCounts counts;
+  Report r = by_classes(planner::generate_plan("llama3-tiny", deep_llama("")), &counts);
+  ASSERT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+  EXPECT_GE(counts.reused, 2);
+}
+
+TEST(ClassVerifierDepth, AWrongPipelineStageAtDepthIsFound) {
+  expect_found_at_depth("pp-send-wrong-tensor");
+}
+
+TEST(ClassVerifierDepth, AWrongMicroBatchAtDepthIsFound) {
+  expect_found_at_depth("pp-send-wrong-microbatch");
+}
+
+TEST(ClassVerifierDepth, AWrongRankClassAtDepthIsFound) {
+  expect_found_at_depth("allreduce-mean-not-sum");
+}
+
+}  // namespace
+}  // namespace shardproof
