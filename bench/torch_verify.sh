@@ -2,12 +2,12 @@
 # Benchmark of `shardproof verify HARNESS.py` (capture + verify through the
 # daemon) on the GPT-block example, in a fresh cache and runtime directory
 # (never the user's): cold (empty cache, new daemon), warm (unchanged), and
-# after a mesh change (dp=2,tp=2 verified first, then dp=2,tp=4: only the
+# after a mesh change (dp=2,tp=2 verified first, then dp=4,tp=2: only the
 # new stages are solved). Also the capture alone. Prints a Markdown table;
 # each row is the best of RUNS runs (the machine may be busy).
 #
 #   bench/torch_verify.sh
-#   HARNESS=examples/torch/mlp/harness.py MESH=dp=2,tp=2 MESH2=dp=2,tp=4 bench/torch_verify.sh
+#   HARNESS=examples/torch/mlp/harness.py MESH=dp=2,tp=2 MESH2=dp=2,tp=4 (the small GPT has 2 heads: tp <= 2) bench/torch_verify.sh
 #
 # Targets (issue 21, 2 cores): cold < 15 s, warm < 3 s, after a mesh change
 # < 50% of cold. Needs /usr/bin/python3 with python3-torch (or SHARDPROOF_PYTHON).
@@ -18,7 +18,7 @@ build_dir="${SHARDPROOF_BUILD_DIR:-$root/build}"
 cli="$build_dir/shardproof"
 HARNESS="${HARNESS:-$root/examples/torch/gpt/harness.py}"
 MESH="${MESH:-dp=2,tp=2}"
-MESH2="${MESH2:-dp=2,tp=4}"
+MESH2="${MESH2:-dp=4,tp=2}"
 RUNS="${RUNS:-3}"
 python="${SHARDPROOF_PYTHON:-/usr/bin/python3}"
 
