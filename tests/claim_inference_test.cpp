@@ -190,6 +190,53 @@ TEST(ClaimInference, ProposesSlicesAndDataParallelScales) {
   EXPECT_EQ(got, want);  // r*.dw, a partial sum over the rank's rows, is no slice
 }
 
+// y = x * cast(b) on two ranks, each holding 16 of the 32 positions. The
+// ranks' masks hold only 0 and 1: a block of them equals many blocks of the
+// logical mask by coincidence (at 4 data-parallel tokens a rank, the GPT
+// block's masks did, and their failed proposals withdrew real claims with
+// them). Tensors of small rationals are never proposed.
+TEST(ClaimInference, MasksAreNotProposed) {
+  json logical = {{"tensors",
+                   {{"b", {{"shape", {32}}, {"dtype", "bool"}}},
+                    {"x", tensor({32})},
+                    {"m", tensor({32})},
+                    {"y", tensor({32})}}},
+                  {"inputs", {"b", "x"}},
+                  {"ops",
+                   {{{"op", "cast"}, {"in", {"b"}}, {"out", {"m"}}, {"attrs", {{"dtype", "f32"}}}},
+                    {{"op", "mul"}, {"in", {"x", "m"}}, {"out", {"y"}}}}},
+                  {"outputs", {"y"}}};
+  json tensors = json::object(), ops = json::array(), inputs = json::array(),
+       outputs = json::array();
+  for (int r = 0; r < 2; ++r) {
+    const std::string p = "r" + std::to_string(r) + ".";
+    const json slice = {{16 * r, 16 * r + 16}};
+    tensors[p + "b"] = {{"shape", {16}},
+                        {"dtype", "bool"},
+                        {"rank", r},
+                        {"of", {{"tensor", "b"}, {"slice", slice}}}};
+    tensors[p + "x"] = tensor({16}, r, {{"tensor", "x"}, {"slice", slice}});
+    tensors[p + "m"] = tensor({16}, r);
+    tensors[p + "y"] = tensor({16}, r, {{"tensor", "y"}, {"slice", slice}});
+    inputs.push_back(p + "b");
+    inputs.push_back(p + "x");
+    outputs.push_back(p + "y");
+    ops.push_back(
+        {{"op", "cast"}, {"in", {p + "b"}}, {"out", {p + "m"}}, {"attrs", {{"dtype", "f32"}}}});
+    ops.push_back({{"op", "mul"}, {"in", {p + "x", p + "m"}}, {"out", {p + "y"}}});
+  }
+  json parallel = {
+      {"world", 2}, {"tensors", tensors}, {"inputs", inputs}, {"ops", ops}, {"outputs", outputs}};
+  const Plan plan = parse({{"format", "shardproof-plan/1"},
+                           {"name", "masks"},
+                           {"logical", logical},
+                           {"parallel", parallel}},
+                          "infer-masks");
+  const infer::InferenceResult result = infer::infer_claims(plan);
+  EXPECT_EQ(result.skipped, "");
+  EXPECT_EQ(described(plan, result.claims), (std::map<std::string, std::string>{}));
+}
+
 TEST(ClaimInference, ProvesTheStepThroughInferredClaims) {
   const Plan plan = parse(ddp_plan(2), "infer-ddp-verify");
   const Report off = verify_plan(plan, with_inference(ClaimInference::Off));

@@ -46,6 +46,17 @@ bool all_equal(const std::vector<uint64_t>& values) {
   return std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end();
 }
 
+// Values that are all small rationals (masks, one-hots, positions, counts)
+// come from a few possibilities, so their blocks match other blocks by
+// coincidence: a data-parallel rank's [4, 1] mask column "equals" some
+// other column. Every such proposal fails its proof and is withdrawn with
+// its family, which takes the real claims of that family with it.
+bool all_small(const std::vector<uint64_t>& values) {
+  int64_t num = 0, den = 0;
+  return std::all_of(values.begin(), values.end(),
+                     [&](uint64_t v) { return Alg::small_rational(v, num, den); });
+}
+
 // The block at grid coordinate `block` of blocks shaped `shape`.
 SliceSpec block_slice(const Shape& shape, const std::vector<int64_t>& block) {
   SliceSpec slice;
@@ -175,7 +186,7 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
     const TensorDecl& d = plan.parallel.tensors[t];
     const std::optional<Residues>& v = values->parallel[t];
     if (d.of || plan.parallel.producer[t] < 0 || !v || dclass_of(d.dtype) != DClass::Real) continue;
-    if (all_equal(v->data)) continue;  // constants and zeros say nothing
+    if (all_equal(v->data) || all_small(v->data)) continue;  // say nothing, or too little
     by_shape[d.shape].push_back(static_cast<int>(t));
   }
 
