@@ -147,10 +147,10 @@ TEST_F(ReportMeshTest, AnUnsyncedGradientFailsAtEveryDpRank) {
   EXPECT_EQ(joined(grid(r.out)), "pp 0, mb 0\n     dp 0 1\ntp 0    X X\ntp 1    X X\n") << r.out;
 }
 
-// Every micro-batch's loss gradient scaled by its own count: the stages of
-// grad.l2.pre's row slices that reduce to one stage are one finding, which
-// names the others' tensors. Together the findings name all 8 places.
-TEST_F(ReportMeshTest, StagesThatReduceAlikeAreOneFinding) {
+// Every micro-batch's loss gradient scaled by its own count: each of
+// grad.l2.pre's row slices (one per dp rank and micro-batch) is a stage whose
+// finding names both tp ranks. Together the findings name all 8 places.
+TEST_F(ReportMeshTest, AnEveryMicroBatchBugNamesEveryPlace) {
   std::string p = plan("bug.json",
                        "--dp 2 --tp 2 --microbatches 2 --layers 3 --bug "
                        "loss-scale-wrong-microbatch-count");
@@ -167,7 +167,7 @@ TEST_F(ReportMeshTest, StagesThatReduceAlikeAreOneFinding) {
       places.insert(t.get<std::string>());
   }
   EXPECT_EQ(places.size(), 8u) << r.out;  // dp x tp x mb
-  EXPECT_LT(findings, 4u) << r.out;       // fewer than its 4 row slices' stages
+  EXPECT_EQ(findings, 4u) << r.out;       // one per row slice, not one per place
 }
 
 // A single-rank bug: the pipeline send of dp 0, tp 0, micro-batch 0 carries

@@ -71,17 +71,17 @@ Decided decided_as(Source source, const StageOutcome& o) {
   return decided_by(o);
 }
 
-// The report's findings: one mismatch per verdict key (else stage key) and
-// logical tensor. A stage's duplicates and the stages that reduce to it (the
-// same claim at other ranks, micro-batches or slices: a group bug) and its
-// other failing claims are folded into the first finding, which lists their
-// tensors (Finding::also_failing), so the mesh grid marks every place and CI
-// shows one annotation, not N.
+// The report's findings: one mismatch per stage key and logical tensor. A
+// stage's duplicates (the same claim at other ranks, micro-batches or
+// slices: a group bug) and its other failing claims are folded into the first finding, which lists
+// their tensors (Finding::also_failing), so the mesh grid marks every place and CI shows one
+// annotation, not N.
 void add_findings(const std::vector<StageIdentity>& ids, const std::vector<StageOutcome>& outcomes,
                   Report& report) {
   std::map<std::string, size_t> first_mismatch;  // key and tensor -> index in report.findings
   for (size_t i = 0; i < outcomes.size(); ++i) {
-    const std::string& key = ids[i].verdict.empty() ? ids[i].key : ids[i].verdict;
+    // The stage key, not the verdict key: a follower's elements are its own.
+    const std::string& key = ids[i].key;
     for (const Finding& f : outcomes[i].findings) {
       if (f.kind != "mismatch" || key.empty()) {
         report.findings.push_back(f);
