@@ -35,6 +35,10 @@ struct Definition {
   const char* expected;
   const char* help;
   std::function<bool(const std::string&)> valid;
+  // A setting the cache reads from the environment itself
+  // (cache/remote_store.h): what it uses when the variable is malformed
+  // (the safe choice, not the layer below), so `config` shows that.
+  std::optional<std::string> malformed_env_value;
 };
 
 bool whole_number(const std::string& s, uint64_t lo, uint64_t hi) {
@@ -47,23 +51,25 @@ const std::vector<Definition>& definitions() {
   static const std::vector<Definition> defs = {
       {"jobs", "SHARDPROOF_JOBS", "--jobs", "0", "a whole number between 0 and 1024 (0: all cores)",
        "Solver threads (0: all cores)",
-       [](const std::string& s) { return whole_number(s, 0, kMaxJobs); }},
+       [](const std::string& s) { return whole_number(s, 0, kMaxJobs); }, std::nullopt},
       {"rlimit", "SHARDPROOF_RLIMIT", "--rlimit", std::to_string(VerifyOptions{}.rlimit),
        "a positive whole number",
        "Z3 resource limit per claim query (deterministic; exceeded: unknown)",
        [](const std::string& s) {
          return whole_number(s, 1, std::numeric_limits<uint64_t>::max());
-       }},
+       },
+       std::nullopt},
       {"timeout_ms", "SHARDPROOF_TIMEOUT_MS", "--timeout-ms",
        std::to_string(VerifyOptions{}.timeout_ms), "a whole number of milliseconds (0: none)",
        "Wall-clock backstop per claim query in ms (0: none; exceeded: unknown)",
        [](const std::string& s) {
          return whole_number(s, 0, std::numeric_limits<unsigned>::max());
-       }},
+       },
+       std::nullopt},
       {"unknown", "SHARDPROOF_UNKNOWN", "--unknown", "block", "\"block\" or \"warn\"",
        "An undecided plan: block (exit 3) or warn (say so, exit as if proven); the report "
        "still says UNKNOWN",
-       [](const std::string& s) { return s == "block" || s == "warn"; }},
+       [](const std::string& s) { return s == "block" || s == "warn"; }, std::nullopt},
       // The remote cache tier (docs/cache.md): no flags; the team key's
       // file stays in the environment only (a per-machine secret).
       {"remote_cache", "SHARDPROOF_REMOTE_CACHE", "", "",
@@ -72,14 +78,15 @@ const std::vector<Definition>& definitions() {
        [](const std::string& s) {
          std::string why;
          return s.empty() || cache::parse_redis_url(s, &why).has_value();
-       }},
+       },
+       ""},  // a malformed address: no remote
       {"remote_cache_mode", "SHARDPROOF_REMOTE_CACHE_MODE", "", "read-write",
        "\"read-write\" or \"read-only\"", "read-write, or read-only (read proofs, write none)",
-       [](const std::string& s) { return s == "read-write" || s == "read-only"; }},
+       [](const std::string& s) { return s == "read-write" || s == "read-only"; }, "read-only"},
       {"remote_cache_timeout_ms", "SHARDPROOF_REMOTE_CACHE_TIMEOUT_MS", "", "250",
        "a whole number of milliseconds from 1 to 60000",
        "The remote's deadline to connect and for each command, in ms",
-       [](const std::string& s) { return whole_number(s, 1, 60'000); }},
+       [](const std::string& s) { return whole_number(s, 1, 60'000); }, "250"},
   };
   return defs;
 }
@@ -192,11 +199,17 @@ Settings resolve_settings(const std::optional<std::string>& file_text, const std
     if (auto it = from_file.find(d.key); it != from_file.end())
       row = {d.key, it->second.first, it->second.second};
     if (const char* env = std::getenv(d.env); env && *env) {
-      if (d.valid(env))
+      const std::string found =
+          std::string("$") + d.env + ": expected " + d.expected + ", found \"" + env + "\"";
+      if (d.valid(env)) {
         row = {d.key, env, d.env};
-      else
-        warn(std::string("$") + d.env + ": expected " + d.expected + ", found \"" + env +
-             "\"; ignored");
+      } else if (d.malformed_env_value) {
+        row = {d.key, *d.malformed_env_value, std::string(d.env) + ", malformed"};
+        warn(found + "; the cache uses " +
+             (d.malformed_env_value->empty() ? "no remote" : *d.malformed_env_value));
+      } else {
+        warn(found + "; ignored");
+      }
     }
     if (auto it = flags.find(d.flag); *d.flag && it != flags.end() && d.valid(it->second))
       row = {d.key, it->second, d.flag};

@@ -74,8 +74,9 @@ class ProgressLine {
 nlohmann::ordered_json in_schema_order(const nlohmann::json& report) {
   static const char* const kTop[] = {"verdict",  "plan",  "name", "meta",
                                      "findings", "stats", "error"};
-  static const char* const kFinding[] = {"kind",     "stage", "tensor",         "parallel_tensors",
-                                         "elements", "ops",   "counterexample", "message"};
+  static const char* const kFinding[] = {"kind",         "stage",    "tensor", "parallel_tensors",
+                                         "also_failing", "elements", "ops",    "counterexample",
+                                         "message"};
   static const char* const kStats[] = {"stages",
                                        "unique_stages",
                                        "proven_trivially",

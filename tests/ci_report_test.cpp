@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -75,8 +78,18 @@ constexpr const char* kColumnDp0 =
     "tp 0    X .\n"
     "tp 1    X .\n";
 
+// How many findings the text report's mesh section lists.
+size_t finding_lines(const std::string& report) {
+  size_t n = 0;
+  for (size_t at = report.find("    finding "); at != std::string::npos;
+       at = report.find("    finding ", at + 1))
+    ++n;
+  return n;
+}
+
 // A tp group bug: tp ranks 0 and 1 of dp 0 swap their weight shards. Its
-// findings are every rank of that tp group: a column.
+// findings (one per stage: each rank's slice is its own stage) are every
+// rank of that tp group: a column.
 TEST_F(ReportMeshTest, AGroupBugIsAColumn) {
   CliResult r = verify_bug("--dp 2 --tp 2 --bug swapped-shards");
   EXPECT_NE(r.out.find("where in the mesh (pp 1 x dp 2 x tp 2; from meta):"), std::string::npos)
@@ -85,13 +98,93 @@ TEST_F(ReportMeshTest, AGroupBugIsAColumn) {
   EXPECT_EQ(joined(grid(r.out)), kColumnDp0) << r.out;
 }
 
-// A rank-0 special case: the gradient of w0 averaged over dp at tp 0, where
-// the finding is rank 0's: one cell.
-TEST_F(ReportMeshTest, ARankZeroBugIsACell) {
-  CliResult r = verify_bug("--dp 2 --tp 2 --bug dp-grad-mean-not-sum");
-  EXPECT_NE(r.out.find("finding 1: rank 0; class pp=0 dp=0 tp=0 per device"), std::string::npos)
+// A forward all-reduce on one-rank groups (dp 0, micro-batch 0): every tp
+// rank of dp 0 goes on with its own partial sum. The stage refutes it by
+// testing at its first member; the finding still names the whole group.
+TEST_F(ReportMeshTest, AMissingAllReduceMarksTheWholeTpGroup) {
+  CliResult r = verify_bug("--dp 2 --tp 4 --layers 2 --bug drop-tp-allreduce");
+  EXPECT_NE(r.out.find("finding 1: ranks 0, 1, 2, 3; class pp=0 dp=0 tp=*"), std::string::npos)
       << r.out;
-  EXPECT_EQ(joined(grid(r.out)), "pp 0, mb 0\n     dp 0 1\ntp 0    X .\ntp 1    . .\n") << r.out;
+  EXPECT_EQ(finding_lines(r.out), 1u) << r.out;
+  EXPECT_NE(r.out.find("also failing: dp0.tp1.pp0.mb0.l1.pre, dp0.tp2.pp0.mb0.l1.pre, "
+                       "dp0.tp3.pp0.mb0.l1.pre\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(joined(grid(r.out)),
+            "pp 0, mb 0\n"
+            "     dp 0 1\n"
+            "tp 0    X .\n"
+            "tp 1    X .\n"
+            "tp 2    X .\n"
+            "tp 3    X .\n")
+      << r.out;
+  // The CI formats: one annotation and one SARIF result naming every rank.
+  CliResult gh = verify("--format github " + shell_quote((dir_ / "bug.json").string()));
+  size_t errors = 0;
+  for (size_t at = gh.out.find("::error "); at != std::string::npos;
+       at = gh.out.find("::error ", at + 1))
+    ++errors;
+  EXPECT_EQ(errors, 1u) << gh.out;
+  EXPECT_NE(gh.out.find("[ranks 0, 1, 2, 3; class pp=0 dp=0 tp=*"), std::string::npos) << gh.out;
+  CliResult sarif = verify("--format sarif " + shell_quote((dir_ / "bug.json").string()));
+  EXPECT_NE(sarif.out.find("\"ranks\": [\n"), std::string::npos) << sarif.out;
+  EXPECT_NE(sarif.out.find("\"alsoFailing\": ["), std::string::npos) << sarif.out;
+  CliResult junit = verify("--format junit " + shell_quote((dir_ / "bug.json").string()));
+  EXPECT_NE(junit.out.find("[ranks 0, 1, 2, 3; class pp=0 dp=0 tp=*"), std::string::npos)
+      << junit.out;
+}
+
+// The gradient of w0 never all-reduced over dp: every rank steps with its
+// own. Each tp slice's stage holds both dp ranks' claims: one finding per
+// slice, each naming both dp ranks, so the grid is full.
+TEST_F(ReportMeshTest, AnUnsyncedGradientFailsAtEveryDpRank) {
+  CliResult r = verify_bug("--dp 2 --tp 2 --bug dp-grad-not-synced");
+  EXPECT_EQ(finding_lines(r.out), 2u) << r.out;
+  EXPECT_NE(r.out.find("finding 1: ranks 0, 2; class pp=0 dp=* tp=0 per device"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("finding 2: ranks 1, 3; class pp=0 dp=* tp=1 per device"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(joined(grid(r.out)), "pp 0, mb 0\n     dp 0 1\ntp 0    X X\ntp 1    X X\n") << r.out;
+}
+
+// Every micro-batch's loss gradient scaled by its own count: each of
+// grad.l2.pre's row slices (one per dp rank and micro-batch) is a stage whose
+// finding names both tp ranks. Together the findings name all 8 places.
+TEST_F(ReportMeshTest, AnEveryMicroBatchBugNamesEveryPlace) {
+  std::string p = plan("bug.json",
+                       "--dp 2 --tp 2 --microbatches 2 --layers 3 --bug "
+                       "loss-scale-wrong-microbatch-count");
+  CliResult r = verify("--format json " + shell_quote(p));
+  ASSERT_EQ(r.code, 1) << r.err;
+  nlohmann::json report = nlohmann::json::parse(r.out);
+  std::set<std::string> places;
+  size_t findings = 0;
+  for (const nlohmann::json& f : report["findings"]) {
+    if (f["tensor"] != "grad.l2.pre") continue;
+    ++findings;
+    for (const auto& t : f["parallel_tensors"]) places.insert(t.get<std::string>());
+    for (const auto& t : f.value("also_failing", nlohmann::json::array()))
+      places.insert(t.get<std::string>());
+  }
+  EXPECT_EQ(places.size(), 8u) << r.out;  // dp x tp x mb
+  EXPECT_EQ(findings, 4u) << r.out;       // one per row slice, not one per place
+}
+
+// A single-rank bug: the pipeline send of dp 0, tp 0, micro-batch 0 carries
+// the pre-activation. Exactly one cell: the receiving rank.
+TEST_F(ReportMeshTest, ASingleRankBugIsOneCell) {
+  CliResult r = verify_bug("--dp 2 --tp 2 --pp 2 --layers 4 --bug pp-send-wrong-tensor");
+  EXPECT_NE(r.out.find("finding 1: rank 4; class pp=1 dp=0 tp=0 mb=0"), std::string::npos) << r.out;
+  EXPECT_EQ(joined(grid(r.out)), "pp 1, mb 0\n     dp 0 1\ntp 0    X .\ntp 1    . .\n") << r.out;
+}
+
+// The gradient of w0 averaged over dp at tp 0: both dp ranks of tp 0 step
+// with half their gradient. A row: the dp group at tp 0.
+TEST_F(ReportMeshTest, ADpGroupBugIsARow) {
+  CliResult r = verify_bug("--dp 2 --tp 2 --bug dp-grad-mean-not-sum");
+  EXPECT_NE(r.out.find("finding 1: ranks 0, 2; class pp=0 dp=* tp=0 per device"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(joined(grid(r.out)), "pp 0, mb 0\n     dp 0 1\ntp 0    X X\ntp 1    . .\n") << r.out;
 }
 
 // A schedule bug: the pipeline send of micro-batch 0 carries micro-batch 1's
@@ -148,7 +241,7 @@ TEST_F(ReportMeshTest, StepSummaryIsWrittenWhenTheVariableIsSet) {
   EXPECT_EQ(md.rfind("earlier step\n### shardproof\n", 0), 0u) << md;  // appended
   EXPECT_NE(md.find("- ❌ " + p + ": NOT EQUIVALENT"), std::string::npos) << md;
   EXPECT_NE(md.find("| " + p + " | mismatch | "), std::string::npos) << md;
-  EXPECT_NE(md.find("rank 0; class pp=0 dp=0 tp=0 per device"), std::string::npos) << md;
+  EXPECT_NE(md.find("ranks 0, 2; class pp=0 dp=* tp=0 per device"), std::string::npos) << md;
 }
 
 // The HTML page, opened in a real headless Chromium: the DOM it renders
@@ -178,7 +271,7 @@ std::string chromium_command(const std::string& chromium, const fs::path& profil
 }
 
 TEST_F(ReportHtmlTest, SelfContainedPageRendersTheFailingCell) {
-  std::string p = plan("bug.json", "--dp 2 --tp 2 --bug dp-grad-mean-not-sum");
+  std::string p = plan("bug.json", "--dp 2 --tp 2 --layers 2 --bug drop-tp-allreduce");
   const fs::path page = dir_ / "report.html";
   CliResult r = verify("--output html=" + shell_quote(page.string()) + " " + shell_quote(p));
   ASSERT_EQ(r.code, 1) << r.err;
@@ -202,9 +295,13 @@ TEST_F(ReportHtmlTest, SelfContainedPageRendersTheFailingCell) {
   EXPECT_NE(rendered.find("<td class=\"fail\" title=\"failing: pp 0, mb 0, tp 0, dp 0\">X</td>"),
             std::string::npos)
       << rendered;
-  EXPECT_NE(rendered.find("<td class=\"ok\" title=\"pp 0, mb 0, tp 1, dp 0\"></td>"),
+  // The whole tp group of dp 0 (one finding), and nothing of dp 1.
+  EXPECT_NE(rendered.find("<td class=\"fail\" title=\"failing: pp 0, mb 0, tp 1, dp 0\">X</td>"),
+            std::string::npos)
+      << rendered;
+  EXPECT_NE(rendered.find("<td class=\"ok\" title=\"pp 0, mb 0, tp 1, dp 1\"></td>"),
             std::string::npos);
-  EXPECT_EQ(rendered.find("failing: pp 0, mb 0, tp 1"), std::string::npos);
+  EXPECT_EQ(rendered.find("failing: pp 0, mb 0, tp 0, dp 1"), std::string::npos);
   EXPECT_NE(rendered.find("Time per phase"), std::string::npos);
   EXPECT_NE(rendered.find("<h4>logical</h4>"), std::string::npos);
   EXPECT_NE(rendered.find("<h4>parallel</h4>"), std::string::npos);

@@ -114,6 +114,34 @@ TEST_F(CliSettingsTest, MalformedValuesAreWarningsThatNameThem) {
   EXPECT_EQ(run("config --rlimit 0").code, 2);
 }
 
+// The remote tier reads its settings from the environment itself and, when
+// one is malformed, takes the safe choice (read-only, 250 ms, no remote),
+// not the file's value: `config` shows what the cache will do.
+TEST_F(CliSettingsTest, MalformedRemoteSettingsShowTheCachesSafeChoice) {
+  settings(R"({"verify": {"remote_cache": "redis://cache.internal:6379/0",
+                          "remote_cache_mode": "read-write", "remote_cache_timeout_ms": 900}})");
+  CliResult r = run("config --format json",
+                    "SHARDPROOF_REMOTE_CACHE_MODE=write SHARDPROOF_REMOTE_CACHE_TIMEOUT_MS=soon");
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["remote_cache_mode"]["value"], "read-only");
+  EXPECT_EQ(j["remote_cache_mode"]["origin"], "SHARDPROOF_REMOTE_CACHE_MODE, malformed");
+  EXPECT_EQ(j["remote_cache_timeout_ms"]["value"], "250");
+  EXPECT_TRUE(has(r.err,
+                  "$SHARDPROOF_REMOTE_CACHE_MODE: expected \"read-write\" or "
+                  "\"read-only\", found \"write\"; the cache uses read-only"))
+      << r.err;
+  // Well formed, the environment wins as for every setting; the file below it.
+  r = run("config --format json", "SHARDPROOF_REMOTE_CACHE_MODE=read-only");
+  j = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_EQ(j["remote_cache_mode"]["origin"], "SHARDPROOF_REMOTE_CACHE_MODE");
+  EXPECT_EQ(j["remote_cache_timeout_ms"]["value"], "900");
+  r = run("config --format json", "SHARDPROOF_REMOTE_CACHE=ftp://nowhere");
+  j = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_EQ(j["remote_cache"]["value"], "");
+}
+
 // One size parser for every SHARDPROOF_* size: the plan reader honours the
 // "2MB" the cache and the daemon take, and a malformed limit is a warning
 // that names it, then the default.

@@ -74,7 +74,7 @@ std::string GithubAnnotations::render(const LocatedReport& located) {
     bool undecided = is_undecided(f);
     out += annotate(undecided ? "warning" : "error", located.findings[i],
                     undecided ? "shardproof: unknown" : "shardproof: not equivalent",
-                    finding_summary(f));
+                    located_summary(located, i));
     ++(undecided ? warnings : errors);
   }
   switch (r.verdict) {

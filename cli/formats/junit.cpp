@@ -74,11 +74,13 @@ struct Counts {
 
 // A stage's findings, in report order; a finding without a stage is named
 // by its kind.
-std::vector<TestCase> stage_cases(const Report& r) {
+std::vector<TestCase> stage_cases(const LocatedReport& located) {
+  const Report& r = located.report;
   std::vector<TestCase> cases;
   std::map<std::string, size_t> by_name;
   std::vector<size_t> findings_in;
-  for (const Finding& f : r.findings) {
+  for (size_t i = 0; i < r.findings.size(); ++i) {
+    const Finding& f = r.findings[i];
     std::string name = !f.stage.empty() ? f.stage : !f.kind.empty() ? f.kind : "finding";
     auto [it, added] = by_name.emplace(name, cases.size());
     if (added) {
@@ -86,7 +88,7 @@ std::vector<TestCase> stage_cases(const Report& r) {
       c.name = name;
       c.outcome = "failure";
       c.type = f.kind.empty() ? "finding" : f.kind;
-      c.message = finding_summary(f);
+      c.message = located_summary(located, i);
       if (!f.sources.empty()) c.file = f.sources.front().file, c.line = f.sources.front().line;
       cases.push_back(c);
       findings_in.push_back(0);
@@ -195,7 +197,7 @@ std::string render_junit(const std::vector<LocatedReport>& reports) {
   std::string suites;
   for (const LocatedReport& located : reports) {
     const Report& r = located.report;
-    std::vector<TestCase> cases = stage_cases(r);
+    std::vector<TestCase> cases = stage_cases(located);
     cases.insert(cases.begin(), verdict_case(r, cases.size()));
     Counts counts;
     for (const TestCase& c : cases) counts.add(c);

@@ -142,12 +142,16 @@ class PlanLocator {
     return out;
   }
 
-  // The ranks of the finding's parallel tensors (else of its ops): as
-  // declared (v1), else by the coordinates their names spell (a compact
-  // plan's instances); the micro-batch is the name's "mb<N>" part.
+  // The ranks of the finding's parallel tensors and of those failing with
+  // them (else of its ops): as declared (v1), else by the coordinates their
+  // names spell (a compact plan's instances); the micro-batch is the name's
+  // "mb<N>" part.
   std::vector<MeshSite> sites(const Finding& f) const {
     std::set<MeshSite> out;
-    for (const auto* names : {&f.parallel_tensors, &f.ops}) {
+    std::vector<std::string> tensors = f.parallel_tensors;
+    tensors.insert(tensors.end(), f.also_failing.begin(), f.also_failing.end());
+    const std::vector<std::string>* const lists[] = {&tensors, &f.ops};
+    for (const std::vector<std::string>* names : lists) {
       for (const std::string& name : *names) {
         std::map<std::string, int64_t> coords = name_coordinates(name);
         const int64_t mb = coords.count("mb") ? coords["mb"] : -1;

@@ -21,6 +21,10 @@ std::string render_text(const LocatedReport& report);
 std::string mesh_section(const LocatedReport& report);
 std::vector<MeshSite> failing_sites(const LocatedReport& report);
 
+// finding_summary of finding `i`, then its ranks and coordinate class when
+// they are known (what an annotation, a SARIF result or a JUnit failure says).
+std::string located_summary(const LocatedReport& report, size_t i);
+
 // GitHub shows at most 10 error and 10 warning annotations per step.
 inline constexpr size_t kGithubAnnotationLimit = 10;
 

@@ -83,12 +83,19 @@ ordered_json related_location(const SourceLocation& where, int id, const std::st
 ordered_json finding_result(const LocatedReport& located, size_t i) {
   const Report& r = located.report;
   const Finding& f = r.findings[i];
-  ordered_json out = result(f.kind == "unknown" ? kUnknown : kNotEquivalent, finding_summary(f),
-                            located.findings[i]);
+  ordered_json out = result(f.kind == "unknown" ? kUnknown : kNotEquivalent,
+                            located_summary(located, i), located.findings[i]);
   out["properties"] = {
       {"plan", r.plan_path}, {"kind", f.kind},         {"stage", f.stage},
       {"tensor", f.tensor},  {"elements", f.elements}, {"parallelTensors", f.parallel_tensors},
       {"ops", f.ops}};
+  if (!f.also_failing.empty()) out["properties"]["alsoFailing"] = f.also_failing;
+  if (i < located.sites.size() && !located.sites[i].empty()) {
+    ordered_json ranks = ordered_json::array();
+    for (const MeshSite& s : located.sites[i])
+      if (ranks.empty() || ranks.back() != s.rank) ranks.push_back(s.rank);
+    out["properties"]["ranks"] = std::move(ranks);
+  }
   ordered_json related = ordered_json::array();
   const SourceLocation& tensor = located.logical_tensors.at(i);
   if (!tensor.file.empty())

@@ -42,6 +42,13 @@ std::string mesh_section(const LocatedReport& located) {
   return out;
 }
 
+std::string located_summary(const LocatedReport& located, size_t i) {
+  std::string out = finding_summary(located.report.findings.at(i));
+  if (i < located.sites.size() && !located.sites[i].empty())
+    out += " [" + sites_text(located.mesh, located.sites[i]) + "]";
+  return out;
+}
+
 std::string render_text(const LocatedReport& located) {
   return report_to_text(located.report) + mesh_section(located);
 }

@@ -1,5 +1,6 @@
 #include "engine/classes/class_verifier.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -430,24 +431,36 @@ class ClassRun {
     return s;
   }
 
-  // Says at which mesh coordinates (and in which class) each finding shows.
+  // Says at which mesh coordinates (and in which class) each finding shows:
+  // its first parallel tensor's, then the other classes of those failing
+  // with it (a group bug spans several).
   void localise(Report& r, const Plan& sub, const Expansion& expansion) const {
     for (Finding& f : r.findings) {
-      for (const std::string& name : f.parallel_tensors) {
-        const int index = sub.parallel.find(name);
-        if (index < 0) continue;
-        const Origin& o = expansion.tensors[index];
-        Coord c{};
-        for (int a = 0; a < kAxisCount; ++a) c[a] = o.c[a];
-        std::vector<Range> box;
-        for (const AxisClasses& a : axes_)
-          for (const Range& k : a.classes())
-            if (c[a.axis] >= k.lo && c[a.axis] <= k.hi) box.push_back(k);
-        f.message += " [at mesh coordinates " + g_.mesh.describe(c, true) +
-                     "; the same holds at every coordinate of its class " + class_text(axes_, box) +
-                     "]";
-        break;
+      std::vector<std::string> classes;
+      std::string first;
+      for (const auto* names : {&f.parallel_tensors, &f.also_failing}) {
+        for (const std::string& name : *names) {
+          const int index = sub.parallel.find(name);
+          if (index < 0) continue;
+          const Origin& o = expansion.tensors[index];
+          Coord c{};
+          for (int a = 0; a < kAxisCount; ++a) c[a] = o.c[a];
+          std::vector<Range> box;
+          for (const AxisClasses& a : axes_)
+            for (const Range& k : a.classes())
+              if (c[a.axis] >= k.lo && c[a.axis] <= k.hi) box.push_back(k);
+          const std::string text = class_text(axes_, box);
+          if (first.empty()) first = g_.mesh.describe(c, true);
+          if (std::find(classes.begin(), classes.end(), text) == classes.end())
+            classes.push_back(text);
+        }
       }
+      if (classes.empty()) continue;
+      f.message += " [at mesh coordinates " + first +
+                   "; the same holds at every coordinate of its class " + classes.front();
+      for (size_t i = 1; i < classes.size(); ++i)
+        f.message += (i == 1 ? "; also failing in the classes " : ", ") + classes[i];
+      f.message += "]";
     }
   }
 

@@ -169,12 +169,14 @@ json encode_finding(const Stage& stage, const StageNames& names, const Finding& 
   if (f.stage != stage_label(stage) || f.tensor != stage.tensors[stage.target].name)
     throw NotEncodable{};
   if (names.mentioned_in(f.kind)) throw NotEncodable{};
-  json tensors = json::array(), ops = json::array();
+  json tensors = json::array(), also = json::array(), ops = json::array();
   for (const std::string& name : f.parallel_tensors)
     tensors.push_back(names.tensor(name, is_parallel));
+  for (const std::string& name : f.also_failing) also.push_back(names.tensor(name, is_parallel));
   for (const std::string& name : f.ops) ops.push_back(names.parallel_op(name));
   return {{"kind", f.kind},
           {"tensors", tensors},
+          {"also", also},
           {"ops", ops},
           {"elements", f.elements},
           {"counterexample", encode_counterexample(names, f.counterexample)},
@@ -218,11 +220,15 @@ Finding decode_finding(const Stage& stage, const json& j) {
   f.kind = j.at("kind").get<std::string>();
   f.stage = stage_label(stage);
   f.tensor = stage.tensors.at(stage.target).name;
-  for (const json& t : j.at("tensors")) {
-    const StageTensor& st = tensor_at(stage, t);
-    if (!st.parallel) throw BadEncoding("claiming tensor");
-    f.parallel_tensors.push_back(st.name);
-  }
+  auto parallel_names = [&](const json& positions, std::vector<std::string>& names) {
+    for (const json& t : positions) {
+      const StageTensor& st = tensor_at(stage, t);
+      if (!st.parallel) throw BadEncoding("claiming tensor");
+      names.push_back(st.name);
+    }
+  };
+  parallel_names(j.at("tensors"), f.parallel_tensors);
+  parallel_names(j.at("also"), f.also_failing);
   for (const json& o : j.at("ops")) {
     int64_t i = o.get<int64_t>();
     if (i < 0 || i >= static_cast<int64_t>(stage.ops.size()) || !stage.ops[i].parallel)
@@ -246,8 +252,9 @@ Finding decode_finding(const Stage& stage, const json& j) {
 json finding_json(const Finding& f) {
   return {{"kind", f.kind},         {"stage", f.stage},
           {"tensor", f.tensor},     {"parallel_tensors", f.parallel_tensors},
-          {"elements", f.elements}, {"ops", f.ops},
-          {"cx", f.counterexample}, {"message", f.message}};
+          {"also", f.also_failing}, {"elements", f.elements},
+          {"ops", f.ops},           {"cx", f.counterexample},
+          {"message", f.message}};
 }
 
 bool same_outcome(const StageOutcome& a, const StageOutcome& b) {

@@ -71,9 +71,37 @@ Decided decided_as(Source source, const StageOutcome& o) {
   return decided_by(o);
 }
 
+// The report's findings: one mismatch per stage key and logical tensor. A
+// stage's duplicates (the same claim at other ranks, micro-batches or
+// slices: a group bug) and its other failing claims are folded into the first finding, which lists
+// their tensors (Finding::also_failing), so the mesh grid marks every place and CI shows one
+// annotation, not N.
+void add_findings(const std::vector<StageIdentity>& ids, const std::vector<StageOutcome>& outcomes,
+                  Report& report) {
+  std::map<std::string, size_t> first_mismatch;  // key and tensor -> index in report.findings
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    // The stage key, not the verdict key: a follower's elements are its own.
+    const std::string& key = ids[i].key;
+    for (const Finding& f : outcomes[i].findings) {
+      if (f.kind != "mismatch" || key.empty()) {
+        report.findings.push_back(f);
+        continue;
+      }
+      auto [at, first] = first_mismatch.emplace(key + '\n' + f.tensor, report.findings.size());
+      if (first) {
+        report.findings.push_back(f);
+        continue;
+      }
+      add_also_failing(report.findings[at->second], f.parallel_tensors);
+      add_also_failing(report.findings[at->second], f.also_failing);
+    }
+  }
+}
+
 // Folds stage outcomes into the plan's verdict: any refuted claim makes it
 // not equivalent; otherwise any undecided stage makes it unknown.
-void combine(const std::vector<StageOutcome>& outcomes, Report& report) {
+void combine(const std::vector<StageIdentity>& ids, const std::vector<StageOutcome>& outcomes,
+             Report& report) {
   bool refuted = false, unknown = false;
   for (const StageOutcome& o : outcomes) {
     switch (o.status) {
@@ -89,8 +117,8 @@ void combine(const std::vector<StageOutcome>& outcomes, Report& report) {
         if (report.error.empty()) report.error = o.error;
         break;
     }
-    for (const Finding& f : o.findings) report.findings.push_back(f);
   }
+  add_findings(ids, outcomes, report);
   if (!report.error.empty())
     report.verdict = Verdict::InternalError;
   else if (refuted)
@@ -177,7 +205,7 @@ class StageRun {
     parallel_for(options_.jobs, followers.size(), [&](size_t f) { decide_safely(followers[f]); });
     decide_duplicates(duplicates, first_with_key);
     report.stats.phases.decide = std::chrono::duration<double>(Clock::now() - keyed).count();
-    combine(outcomes_, report);
+    combine(ids_, outcomes_, report);
     // Each distinct stage counted once, by its first stage.
     for (const auto& [key, i] : first_with_key) {
       const Decided d = decided_as(sources_[i], outcomes_[i]);

@@ -20,10 +20,12 @@ constexpr int kMaxRounds = 4;
 std::set<int> failed_families(const Plan& hinted, const std::vector<char>& proposed,
                               const Finding& f) {
   std::set<int> families;
-  for (const std::string& name : f.parallel_tensors) {
-    const int t = hinted.parallel.find(name);
-    if (t >= 0 && proposed[static_cast<size_t>(t)])
-      families.insert(hinted.parallel.tensors[static_cast<size_t>(t)].of->logical);
+  for (const auto* names : {&f.parallel_tensors, &f.also_failing}) {
+    for (const std::string& name : *names) {
+      const int t = hinted.parallel.find(name);
+      if (t >= 0 && proposed[static_cast<size_t>(t)])
+        families.insert(hinted.parallel.tensors[static_cast<size_t>(t)].of->logical);
+    }
   }
   return families;
 }

@@ -190,6 +190,7 @@ std::optional<Finding> refute_by_testing(const Stage& stage, int trials, bool ai
     } catch (const EvalError&) {
       continue;  // outside the plan's domain (zero denominator, bad index): next trial
     }
+    std::optional<Finding> found;
     for (const ClaimChecks<Rational>& claim : claims) {
       if (!claim.missing.empty()) continue;
       std::vector<int64_t> differing;
@@ -197,7 +198,15 @@ std::optional<Finding> refute_by_testing(const Stage& stage, int trials, bool ai
         if (claim.checks[i].parallel != claim.checks[i].logical)
           differing.push_back(static_cast<int64_t>(i));
       if (differing.empty()) continue;
-      Finding f;
+      // The first failing claim is the finding; the others fail with it
+      // (a group bug: every member of the group).
+      if (found) {
+        std::vector<std::string> names;
+        for (int t : claim.tensors) names.push_back(stage.tensors[t].name);
+        add_also_failing(*found, names);
+        continue;
+      }
+      Finding& f = found.emplace();
       f.kind = "mismatch";
       f.stage = "stage " + std::to_string(stage.id) + ": " + stage.title;
       f.tensor = stage.tensors[stage.target].name;
@@ -214,8 +223,8 @@ std::optional<Finding> refute_by_testing(const Stage& stage, int trials, bool ai
       f.message = claim.label + " differs from " + f.tensor + " at " +
                   std::to_string(differing.size()) + " of " + std::to_string(claim.checks.size()) +
                   " checked elements (reduced sizes; found by testing random values)";
-      return f;
     }
+    if (found) return found;
   }
   return std::nullopt;
 }

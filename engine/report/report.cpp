@@ -210,6 +210,15 @@ int verdict_severity(Verdict v) {
   return 4;
 }
 
+void add_also_failing(Finding& f, const std::vector<std::string>& names) {
+  auto named = [](const std::vector<std::string>& list, const std::string& name) {
+    return std::find(list.begin(), list.end(), name) != list.end();
+  };
+  for (const std::string& name : names)
+    if (!named(f.parallel_tensors, name) && !named(f.also_failing, name))
+      f.also_failing.push_back(name);
+}
+
 int64_t decided_total(const Stats& s) {
   return s.proven_trivially + s.solved + s.refuted_by_testing + s.symmetric + s.untried + s.cached +
          s.reused;
@@ -275,6 +284,16 @@ std::string report_to_text(const Report& report) {
   return out.str();
 }
 
+std::string also_failing_text(const Finding& f) {
+  // A group bug on a large mesh fails at thousands of ranks: the first few
+  // names, then a count (the JSON lists them all).
+  constexpr size_t kShown = 6;
+  const std::vector<std::string>& all = f.also_failing;
+  if (all.size() <= kShown) return join(all, ", ");
+  std::vector<std::string> first(all.begin(), all.begin() + kShown);
+  return join(first, ", ") + " and " + std::to_string(all.size() - kShown) + " more";
+}
+
 std::string finding_to_text(const Finding& f) {
   std::ostringstream out;
   out << "  " << (f.kind.empty() ? "finding" : f.kind);
@@ -288,6 +307,7 @@ std::string finding_to_text(const Finding& f) {
   if (!f.parallel_tensors.empty()) {
     out << "    parallel tensors: " << join(f.parallel_tensors, ", ") << "\n";
   }
+  if (!f.also_failing.empty()) out << "    also failing: " << also_failing_text(f) << "\n";
   if (!f.ops.empty()) out << "    ops: " << join(f.ops, ", ") << "\n";
   counterexample_to_text(f.counterexample, out);
   if (!f.message.empty()) out << "    " << f.message << "\n";
@@ -303,6 +323,7 @@ std::string finding_summary(const Finding& f) {
   if (!f.parallel_tensors.empty()) {
     parts.push_back("parallel tensors " + join(f.parallel_tensors, ", "));
   }
+  if (!f.also_failing.empty()) parts.push_back("also failing " + also_failing_text(f));
   if (!f.ops.empty()) parts.push_back("ops " + join(f.ops, ", "));
   if (!f.sources.empty()) parts.push_back("at " + source_to_string(f.sources.front()));
   if (!parts.empty()) out += ": " + join(parts, "; ");

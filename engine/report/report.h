@@ -28,7 +28,12 @@ struct Finding {
   std::string kind;    // "mismatch" (a claim is false), "unknown" (not decided), "coverage"
   std::string stage;   // stage id, e.g. "stage 3: out[0:8, 0:16]"
   std::string tensor;  // the logical tensor whose claim failed
-  std::vector<std::string> parallel_tensors;   // the claiming parallel tensors involved
+  std::vector<std::string> parallel_tensors;  // the claiming parallel tensors involved
+  // A mismatch that holds at several places in the mesh is one finding: the
+  // other parallel tensors whose claim on `tensor` fails the same way (the
+  // stage's other failing members, and those of every stage sharing its
+  // key: a group bug's whole tp group, every dp rank, every micro-batch).
+  std::vector<std::string> also_failing;
   std::vector<std::vector<int64_t>> elements;  // differing elements, full-size indices
   std::vector<std::string> ops;                // parallel ops that produced them
   nlohmann::json counterexample;               // input values at reduced size, and the two results
@@ -38,6 +43,9 @@ struct Finding {
   // tensor's producer's. Empty for plans without "src".
   std::vector<SourceRef> sources;
 };
+
+// Adds `names` to f.also_failing, but not those it already names.
+void add_also_failing(Finding& f, const std::vector<std::string>& names);
 
 struct Stats {
   int64_t stages = 0;         // claim stages in the plan
@@ -97,6 +105,8 @@ std::string invalid_text(const Diagnostic& d);
 std::string report_to_text(const Report& report);
 // One finding as report_to_text shows it: indented lines, counterexample included.
 std::string finding_to_text(const Finding& finding);
+// A finding's also_failing: the first few names, then how many more.
+std::string also_failing_text(const Finding& finding);
 // One finding on one line: kind, stage, logical tensor, elements (the first
 // few), parallel tensors, ops, then the finding's sentence.
 std::string finding_summary(const Finding& finding);

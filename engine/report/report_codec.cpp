@@ -18,6 +18,8 @@ Finding finding_from_json(const json& j) {
   f.stage = j.at("stage").get<std::string>();
   f.tensor = j.at("tensor").get<std::string>();
   f.parallel_tensors = j.at("parallel_tensors").get<std::vector<std::string>>();
+  if (const auto also = j.find("also_failing"); also != j.end())
+    f.also_failing = also->get<std::vector<std::string>>();
   f.elements = j.at("elements").get<std::vector<std::vector<int64_t>>>();
   f.ops = j.at("ops").get<std::vector<std::string>>();
   f.counterexample = j.at("counterexample");
@@ -78,6 +80,8 @@ nlohmann::json report_to_json(const Report& report) {
                         {"ops", f.ops},
                         {"counterexample", f.counterexample},
                         {"message", f.message}});
+    // Only findings at several places have it: the others keep their JSON.
+    if (!f.also_failing.empty()) findings.back()["also_failing"] = f.also_failing;
     // Only captured plans have sources: other reports keep their JSON.
     if (!f.sources.empty()) {
       json sources = json::array();
