@@ -1,5 +1,6 @@
 #include "engine/prove/divergence.h"
 
+#include <set>
 #include <unordered_set>
 
 namespace shardproof {
@@ -14,23 +15,32 @@ bool informative(const Rational& v) {
 
 class Matcher {
  public:
-  Matcher(const Stage& stage, const Values& values) : values_(values) {
-    scales_.push_back(Rational(1));
+  Matcher(const Stage& stage, const Values& values)
+      : values_(values), memo_(stage.tensors.size(), -1) {
+    std::set<Rational> scales = {Rational(1)};  // one per distinct claim scale
     for (size_t t = 0; t < stage.tensors.size(); ++t) {
       const StageTensor& st = stage.tensors[t];
       if (st.parallel && st.of && st.of->scaled()) {
-        scales_.push_back(st.of->scale());
-        scales_.push_back(Rational(1) / st.of->scale());
+        scales.insert(st.of->scale());
+        scales.insert(Rational(1) / st.of->scale());
       }
       if (st.parallel || !values[t] || dclass_of(st.dtype) != DClass::Real) continue;
       for (const Rational& v : values[t]->data)
         if (informative(v)) logical_.insert(rational_to_string(v));
     }
+    scales_.assign(scales.begin(), scales.end());
   }
 
   // Whether every informative value of parallel tensor `t` is a logical
   // value times one scale (tensors that hold none match: nothing to blame).
-  bool matches(int t) const {
+  // Memoised: the walk asks once per consumer.
+  bool matches(int t) {
+    if (memo_[t] < 0) memo_[t] = compute(t) ? 1 : 0;
+    return memo_[t] == 1;
+  }
+
+ private:
+  bool compute(int t) const {
     if (!values_[t]) return true;
     for (const Rational& c : scales_) {
       bool all = true;
@@ -48,8 +58,8 @@ class Matcher {
     return false;
   }
 
- private:
   const Values& values_;
+  std::vector<signed char> memo_;  // per stage tensor: -1 not yet asked
   std::vector<Rational> scales_;
   std::unordered_set<std::string> logical_;
 };
@@ -61,7 +71,7 @@ std::optional<std::string> divergence_op(const Stage& stage, const Values& value
   std::vector<int> producer(stage.tensors.size(), -1);
   for (size_t o = 0; o < stage.ops.size(); ++o)
     for (int t : stage.ops[o].out) producer[static_cast<size_t>(t)] = static_cast<int>(o);
-  const Matcher matcher(stage, values);
+  Matcher matcher(stage, values);
   std::vector<char> visited(stage.ops.size(), 0);
   std::vector<int> work;
   // A claim tensor that matches (a wrong factor) leaves its producer first.
