@@ -84,6 +84,12 @@ double real_function(const std::string& fn, const std::vector<double>& a) {
     double dinner = std::sqrt(2.0 / kPi) * (1.0 + 3.0 * 0.044715 * x * x);
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dinner;
   }
+  if (fn == "map:cos") return std::cos(one("cos"));
+  if (fn == "map:sin") return std::sin(one("sin"));
+  if (fn == "map:pow") {
+    if (a.size() != 2) throw EvalFailure("pow takes two arguments");
+    return std::pow(a[0], a[1]);
+  }
   if (fn == "map:silu_grad") {
     double x = one("silu_grad");
     double s = sigmoid(x);
@@ -228,7 +234,7 @@ CLI::App* add_eval_command(CLI::App& app) {
       ->required();
   cmd->add_flag("--real-functions", g_args.real_functions,
                 "give exp, log, sqrt, rsqrt, tanh, sigmoid, erf, gelu, silu and the map "
-                "functions gelu_grad, gelu_tanh_grad, silu_grad their real meaning (in double)");
+                "functions gelu_grad, gelu_tanh_grad, silu_grad, cos, sin, pow their real meaning (in double)");
   cmd->add_flag("--all", g_args.all_tensors, "print every tensor, not only the outputs");
   cmd->add_flag("--exact", g_args.exact, "print exact rationals as strings");
   return cmd;

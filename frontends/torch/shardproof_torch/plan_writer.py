@@ -54,7 +54,7 @@ def write_logical(trace, emit_src, claim_grads):
     grads = {}
     if claim_grads:
         for name, ref in trace.grads.items():
-            v = L.env[ref]
+            v = L.result(ref)
             if v.name in used:
                 v = _fresh_tensor(L, v, grad_name(name))
             else:
@@ -63,7 +63,7 @@ def write_logical(trace, emit_src, claim_grads):
             used.add(v.name)
             grads[name] = v
     for name, ref in trace.updated.items():
-        v = L.env[ref]
+        v = L.result(ref)
         if v.name in used:
             v = _fresh_tensor(L, v, next_name(name))
         elif v.name != next_name(name):
@@ -142,9 +142,9 @@ def lower_rank(prog: RankProgram, b: GraphBuilder, logical_grads, logical_tensor
         return pieces
 
     for name in claim_grads:
-        finish(name, L.env[trace.grads[name]], grad_name(name), f"r{r}/{grad_name(name)}", False)
+        finish(name, L.result(trace.grads[name]), grad_name(name), f"r{r}/{grad_name(name)}", False)
     for name, ref in trace.updated.items():
-        finish(name, L.env[ref], next_name(name), f"r{r}/{next_name(name)}", True)
+        finish(name, L.result(ref), next_name(name), f"r{r}/{next_name(name)}", True)
     return L.collectives
 
 

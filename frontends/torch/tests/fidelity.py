@@ -26,7 +26,7 @@ def plan_of_trace(trace):
             L.bind_input(inp.node, v)
         L.run(trace.results)
         for i, ref in enumerate(trace.results):
-            v = L.env[ref]
+            v = L.result(ref)
             name = f"r0/out{i}" if parallel else f"out{i}"
             if v.name in b.inputs:
                 v = L.emit("scale", [v], v.shape, v.dtype, {"factor": 1})

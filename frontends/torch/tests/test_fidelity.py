@@ -98,6 +98,111 @@ if HAVE_TORCH:
     case("arange_where", lambda: [r(5)])(
         lambda x: torch.where(torch.arange(5) < 3, x, torch.arange(2, 12, 2, dtype=D)))
 
+    # ---- -inf masks (lowering/neg_inf.py): value + mask pairs, consumed exactly
+    NINF = float("-inf")
+    upper = torch.triu(torch.ones(4, 4, dtype=torch.bool), 1)
+    diag = torch.eye(4, dtype=torch.bool)
+    case("neg_inf_masked_fill_softmax", lambda: [r(2, 4, 4), r(2, 4, 4)])(
+        grad_of(lambda x: x.masked_fill(upper, NINF).softmax(-1)))
+    case("neg_inf_additive_mask", lambda: [r(2, 4, 4), r(2, 4, 4)])(
+        grad_of(lambda x: (x + torch.full((6, 6), NINF, dtype=D).triu(1)[:4, :4]
+                           .unsqueeze(0)).softmax(-1)))
+    case("neg_inf_log_softmax", lambda: [r(4, 4), r(4, 4)])(
+        grad_of(lambda x: F.log_softmax(x.masked_fill(diag, NINF), -1).exp()))
+    case("neg_inf_hand_softmax", lambda: [r(4, 4)])(lambda x: _hand_softmax(
+        x.masked_fill(upper, NINF) * 0.5 / 2.0))
+    case("neg_inf_where_max", lambda: [r(4, 4)])(lambda x: _where_max(x, upper))
+    case("neg_inf_shape_ops", lambda: [r(2, 4, 4)])(lambda x: _mask_shapes(x))
+
+    # ---- more activations and pointwise functions (lowering/rules_activations.py)
+    for act, fn in (("leaky_relu", lambda x: F.leaky_relu(x, 0.1)), ("elu", F.elu),
+                    ("elu_scaled", lambda x: F.elu(x, 0.7)),
+                    ("selu", F.selu), ("hardtanh", lambda x: F.hardtanh(x, -0.5, 0.8)),
+                    ("relu6", F.relu6), ("softplus", lambda x: F.softplus(x, beta=2)),
+                    ("mish", F.mish), ("logsigmoid", F.logsigmoid),
+                    ("abs_sgn", lambda x: x.abs()), ("log1p_expm1",
+                                                     lambda x: torch.log1p(x.abs()) +
+                                                     torch.expm1(x)),
+                    ("cos_sin", lambda x: x.cos() * x.sin()),
+                    ("pow_real", lambda x: (x.abs() + 0.5) ** 1.5)):
+        case(f"{act}_fwd_bwd", lambda: [r(3, 4), r(3, 4)])(grad_of(fn))
+    case("glu_fwd_bwd", lambda: [r(3, 4), r(3, 2)])(grad_of(lambda x: F.glu(x, -1)))
+    case("sign", lambda: [r(3, 4)])(lambda x: (torch.sign(x), torch.sgn(x)))
+    case("pow_tensor_exponent", lambda: [r(3, 4), r(3, 4)])(
+        lambda x, y: (10000 ** (x / 4), (x.abs() + 1) ** y))
+
+    # ---- reductions (rules_reduce.py)
+    case("variance", lambda: [r(3, 4)])(
+        lambda x: (x.var(-1), x.var(-1, unbiased=False, keepdim=True), x.std(), x.var(),
+                   *torch.var_mean(x, 1), *torch.std_mean(x, -1, unbiased=False)))
+    case("variance_bwd", lambda: [r(3, 4), r(3)])(grad_of(lambda x: x.std(-1)))
+    case("logsumexp_fwd_bwd", lambda: [r(3, 4), r(3)])(grad_of(lambda x: torch.logsumexp(x, -1)))
+    case("cumsum_fwd_bwd", lambda: [r(3, 4), r(3, 4)])(grad_of(lambda x: x.cumsum(0)))
+    case("mv_fwd_bwd", lambda: [r(3, 4), r(4), r(3)])(grad_of(lambda a, v: a @ v))
+    case("min_fwd_bwd", lambda: [r(3, 4), r(3)])(grad_of(lambda x: x.amin(-1)))
+    case("min_forms", lambda: [r(3, 4), r(3, 4)])(
+        lambda x, y: (x.min(), x.min(0).values, torch.min(x, y), torch.max(x, y)))
+    case("any_all", lambda: [r(3, 4)])(
+        lambda x: ((x > 0).any(-1).to(D), (x > -5).all().to(D), (x > 0).all(0).to(D),
+                   (x > 0).any().to(D)))
+
+    # ---- shapes (rules_shape.py)
+    case("slice_step_fwd_bwd", lambda: [r(3, 5), r(3, 2)])(
+        grad_of(lambda x: x[:, ::2][:, :2] * 2 + x[:, 1::3]))
+    case("slice_select_bwd", lambda: [r(4, 3), r(3)])(grad_of(lambda x: x[1:3][1] * 2))
+    case("pad_fwd_bwd", lambda: [r(3, 4), r(4, 6)])(grad_of(lambda x: F.pad(x, (1, 2, 0, 1))[:, :6]))
+    case("pad_crop", lambda: [r(3, 4)])(lambda x: F.pad(x, (-1, 2), value=0.5))
+    case("repeat_fwd_bwd", lambda: [r(2, 3), r(2, 4, 9)])(grad_of(lambda x: x.repeat(2, 2, 3)))
+    case("repeat_interleave_fwd_bwd", lambda: [r(3, 4), r(3, 8)])(
+        grad_of(lambda x: x.repeat_interleave(2, dim=1)))
+    case("roll_flip_fwd_bwd", lambda: [r(3, 4), r(3, 4)])(
+        grad_of(lambda x: torch.roll(x, 1, -1) + torch.flip(x, [0, 1]) + torch.roll(x, 2)))
+    case("eye", lambda: [r(3, 4)])(lambda x: x @ torch.eye(4, dtype=D) + torch.eye(3, 4, dtype=D))
+    case("constant_list", lambda: [r(3, 4)])(
+        lambda x: x * torch.tensor([1.0, 2.0, 2.0, 3.0], dtype=D))
+
+    # ---- indexing and losses (rules_index.py, rules_nn.py, tracer decompositions)
+    sel = torch.tensor([2, 0, 4, 2])
+    case("index_select_fwd_bwd", lambda: [r(5, 3), sel, r(4, 3)])(
+        grad_of(lambda x, i: x.index_select(0, i)))
+    case("index_select_dim1_fwd_bwd", lambda: [r(2, 5), sel, r(2, 4)])(
+        grad_of(lambda x, i: x.index_select(1, i)))
+    case("one_hot", lambda: [ids])(lambda i: F.one_hot(i, 6).to(D))
+    target2d = torch.tensor([[1, 0, 4], [2, 2, 3]])
+    case("cross_entropy_3d_fwd_bwd", lambda: [r(2, 5, 3), target2d, torch.tensor(1.5, dtype=D)])(
+        grad_of(lambda x, t: F.cross_entropy(x, t)))
+    case("cross_entropy_label_smoothing", lambda: [r(4, 5), target, torch.tensor(0.5, dtype=D)])(
+        grad_of(lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1)))
+    case("smooth_l1_fwd_bwd", lambda: [r(3, 4), r(3, 4), torch.tensor(2.0, dtype=D)])(
+        grad_of(lambda x, y: F.smooth_l1_loss(x, y, beta=0.5)))
+    case("huber_sum_fwd_bwd", lambda: [r(3, 4), r(3, 4), torch.tensor(2.0, dtype=D)])(
+        grad_of(lambda x, y: F.huber_loss(x, y, delta=0.7, reduction="sum")))
+    case("kl_div_fwd_bwd", lambda: [r(3, 4), r(3, 4), torch.tensor(1.0, dtype=D)])(
+        grad_of(lambda x, y: F.kl_div(F.log_softmax(x, -1), F.softmax(y, -1),
+                                      reduction="batchmean")))
+    case("layer_norm_2d_fwd_bwd", lambda: [r(2, 3, 4), r(3, 4), r(2, 3, 4)])(
+        grad_of(lambda x, w: F.layer_norm(x, (3, 4), w)))
+
+
+def _hand_softmax(y):
+    e = (y - y.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+def _where_max(x, m):
+    y = torch.where(m, float("-inf"), x)
+    z = torch.maximum(y, x - 1)
+    return ((z - z.max(-1, keepdim=True).values).exp(), (z - z.amax(0)).exp(), (z - z.max()).exp(),
+            torch.minimum(y, x).softmax(-1),
+            torch.where(m, x, float("-inf")).softmax(0))
+
+
+def _mask_shapes(x):
+    mask = torch.full((4, 4), float("-inf"), dtype=D).triu(1)
+    m2 = mask.view(1, 4, 4).expand(2, 4, 4).transpose(1, 2).clone().permute(0, 2, 1)
+    m3 = torch.cat([mask[:2], torch.zeros(2, 4, dtype=D)], 0).to(torch.float32).to(D)
+    return (x + m2).softmax(-1), (x[0] + m3).softmax(-1), (x + mask[None, 1]).softmax(-1)
+
 
 def _assign(x, m):
     y = x.clone()
@@ -181,6 +286,10 @@ if HAVE_TORCH:
         "max_all": (lambda x: A.max.default(x), lambda: [r(3, 4)]),
         "native_dropout_p0": (lambda x: A.native_dropout(x, 0.0, True)[0], lambda: [r(3, 4)]),
         "alias": (lambda x: A.alias(x) * 1.0, lambda: [r(3)]),
+        "xlogy_scalars": (lambda a, b: (A.xlogy.Scalar_Other(a.abs(), 2.0),
+                                        A.xlogy.Scalar_Self(3.0, b.abs() + 0.1)),
+                          lambda: [r(3, 4), r(3, 4)]),
+        "pow_scalar_base": (lambda a: A.pow.Scalar(10000, a / 4), lambda: [r(3, 4)]),
         "index_put_int_accumulate": (
             lambda x, i, v: A.index_put(x, [i], v, True), lambda: [r(5, 3), ids.view(-1), r(6, 3)]),
     }
@@ -244,6 +353,32 @@ def test_every_lowering_rule_has_a_fidelity_case():
                                                 "mark_grad")}
     missing = set(RULES) - seen - refusals - checked_by_examples - set(SINGLE_OPS)
     assert not missing, f"rules without a fidelity case: {sorted(missing)}"
+
+
+def test_every_neg_inf_rule_has_a_fidelity_case():
+    """Each -inf rule function (lowering/neg_inf.py) is used by lowering some case above;
+    the shape ops share one generic rule, which counts once."""
+    from shardproof_torch.lowering import neg_inf
+    original = dict(neg_inf.INF_RULES)
+
+    def group(fn):
+        return "shape ops" if fn.__name__ == "lowered" else fn.__name__
+    used = set()
+
+    def spy(fn):
+        def run(*args, **kwargs):
+            used.add(group(fn))
+            return fn(*args, **kwargs)
+        return run
+    try:
+        for name, fn in original.items():
+            neg_inf.INF_RULES[name] = spy(fn)
+        for fn, make in CASES.values():
+            plan_of_trace(trace_function(fn, make()))
+    finally:
+        neg_inf.INF_RULES.update(original)
+    missing = {group(fn) for fn in original.values()} - used
+    assert not missing, f"-inf rules without a fidelity case: {sorted(missing)}"
 
 
 # Last, so that every case registered above is collected.

@@ -155,6 +155,16 @@ class Lowerer:
             return [self.value(x) for x in a]
         return a
 
+    def result(self, ref):
+        """A value the plan writes out (an updated parameter, a gradient): a plain tensor."""
+        v = self.value(ref)
+        if not isinstance(v, V):
+            node = self.trace.nodes[ref.node]
+            raise error_at(node.src, "infinity" if isinstance(v, neg_inf.NegInf) else "lowering",
+                           f"{node.op}: a result of the step holds -inf (or no value); only "
+                           "finite tensors can be compared")
+        return v
+
     def out_meta(self, i=0):
         return self.node.outs[i]
 
@@ -179,6 +189,11 @@ class Lowerer:
         return outs
 
     def const(self, value, shape, dtype):
+        if isinstance(value, float) and value != value:
+            raise self.error("infinity", f"{self.node.op if self.node else 'const'}: NaN "
+                             "cannot be modelled over the reals")
+        if neg_inf.is_inf_number(value):
+            raise neg_inf.refuse(self)
         attrs = {"value": exact(value), "shape": list(shape), "dtype": dtype}
         return self.emit("const", [], shape, dtype, attrs, base="const")
 
@@ -284,12 +299,32 @@ class Lowerer:
                                f"no lowering for ATen op {node.op} (docs/torch-harness.md lists "
                                "the supported ops)")
             value = self.value if node.op not in SHAPE_ONLY else _drop_refs
-            result = fn(self, *[value(a) for a in node.args],
-                        **{k: value(v) for k, v in node.kwargs.items()})
+            args = [value(a) for a in node.args]
+            kwargs = {k: value(v) for k, v in node.kwargs.items()}
+            if neg_inf.holds_inf(args) or neg_inf.holds_inf(list(kwargs.values())):
+                fn = neg_inf.INF_RULES.get(node.op) or _refuse_inf
+            result = self._apply(fn, args, kwargs)
             results = result if isinstance(result, (list, tuple)) else [result]
             for i, r in enumerate(results):
                 self.env[Ref(node.id, i)] = r
         self.node = None
+
+
+    def _apply(self, fn, args, kwargs):
+        """A rule's result; a rule that fails on arguments it did not expect is a clear
+        error at the user's line, never a traceback."""
+        from ..errors import CaptureError
+        try:
+            return fn(self, *args, **kwargs)
+        except CaptureError:
+            raise
+        except Exception as e:  # noqa: BLE001 (any failure of a rule)
+            raise self.error("lowering", f"{self.node.op} could not be lowered with these "
+                             f"arguments ({type(e).__name__}: {e}); please report it") from e
+
+
+def _refuse_inf(L, *args, **kwargs):
+    raise neg_inf.refuse(L)
 
 
 def _drop_refs(a):
@@ -332,3 +367,6 @@ def _common_dtype(a, b):
     if any(dclass(d) == "int" for d in ds):
         return next(d for d in ds if dclass(d) == "int")
     return ds[0] if ds else "f32"
+
+
+from . import neg_inf  # noqa: E402 (it builds on the classes above)

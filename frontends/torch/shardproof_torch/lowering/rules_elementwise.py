@@ -103,7 +103,8 @@ def pow_(L, x, e):
             return x
         p = L.emit("pow", [x], x.shape, x.dtype, {"exponent": abs(e)}) if e != -1 else x
         return p if e >= 0 else L.unary("reciprocal", p)
-    raise L.unsupported(f"pow with exponent {e} (integers, 0.5 and -0.5 are supported)")
+    from .rules_activations import map_fn
+    return map_fn(L, "pow", x, e)  # a real exponent: pow as a function of two values
 
 
 @rule("aten.maximum.default", "aten.minimum.default")

@@ -128,3 +128,42 @@ def index_put(L, x, indices, values, accumulate=False, unsafe=False):
     add = L.emit("matmul", [_onehot(L, rows, n, x.dtype), placed], [n, c], x.dtype,
                  {"transpose_a": True})
     return L.binary("add", x, add, x.dtype, x.shape)
+
+
+def _to_front(L, x, dim):
+    """x with dim moved first and the rest flattened: ([n, rest], perm, moved shape)."""
+    dim %= len(x.shape)
+    perm = [dim] + [d for d in range(len(x.shape)) if d != dim]
+    moved = x if dim == 0 else L.emit("transpose", [x], [x.shape[p] for p in perm], x.dtype,
+                                      {"perm": perm})
+    rest = _count(moved.shape[1:])
+    return L.reshape(moved, [moved.shape[0], rest]), perm, moved.shape
+
+
+def _from_front(L, flat, perm, moved_shape, dtype):
+    v = L.reshape(flat, moved_shape)
+    if perm == sorted(perm):
+        return v
+    inverse = [perm.index(d) for d in range(len(perm))]
+    return L.emit("transpose", [v], [moved_shape[i] for i in inverse], dtype, {"perm": inverse})
+
+
+@rule("aten.index_select.default")
+def index_select(L, x, dim, index):
+    """Rows of x along dim: an embedding lookup of the dim-first view."""
+    table, perm, moved = _to_front(L, x, dim)
+    k = _count(index.shape)
+    picked = L.emit("embedding", [L.reshape(index, [k]), table], [k, table.shape[1]], x.dtype)
+    return _from_front(L, picked, perm, [k] + moved[1:], x.dtype)
+
+
+@rule("aten.index_add.default")
+def index_add(L, x, dim, index, source, alpha=1):
+    """x + alpha * onehot(index)^T @ source, along dim (index_select's backward)."""
+    base, perm, moved = _to_front(L, x, dim)
+    src, _, _ = _to_front(L, L.cast(source, x.dtype), dim)
+    k = _count(index.shape)
+    onehot = _onehot(L, L.reshape(index, [k]), base.shape[0], x.dtype)  # [k, n]
+    added = L.emit("matmul", [onehot, src], base.shape, x.dtype, {"transpose_a": True})
+    total = L.binary("add", base, L.scale(added, alpha), x.dtype, base.shape)
+    return _from_front(L, total, perm, moved, x.dtype)

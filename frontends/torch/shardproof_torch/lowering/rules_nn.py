@@ -29,9 +29,10 @@ def log_softmax_backward(L, grad, y, dim, input_dtype):
 
 
 def _norm_dims(x, normalized_shape, L):
-    if len(normalized_shape) != 1:
-        raise L.unsupported("layer norm over more than the last dim")
-    return [len(x.shape) - 1]
+    k = len(normalized_shape)
+    if not 1 <= k <= len(x.shape):
+        raise L.unsupported(f"layer norm over {k} dims of a rank-{len(x.shape)} tensor")
+    return list(range(len(x.shape) - k, len(x.shape)))
 
 
 @rule("aten.native_layer_norm.default")
@@ -52,7 +53,7 @@ def layer_norm(L, x, normalized_shape, w, b, eps):
 @rule("aten.native_layer_norm_backward.default")
 def layer_norm_backward(L, grad, x, normalized_shape, mean, rstd, w, b, output_mask):
     dims = _norm_dims(x, normalized_shape, L)
-    lead = list(range(len(x.shape) - 1))
+    lead = list(range(len(x.shape) - len(dims)))
     xhat = L.binary("mul", L.binary("sub", x, mean, x.dtype, x.shape), rstd, x.dtype, x.shape)
     outs = [None, None, None]
     if output_mask[0]:
@@ -166,3 +167,88 @@ def tril(L, x, diagonal=0):
 @rule("aten.triu.default")
 def triu(L, x, diagonal=0):
     return _band(L, x, diagonal, False)
+
+
+# ---- losses over a class dim that is not last, and more regression losses
+
+def _classes_last(L, x, target):
+    """[N, C, d...] -> ([N*d..., C], [N*d...]) so that the 2-D rules apply."""
+    n, c = x.shape[0], x.shape[1]
+    rest = x.shape[2:]
+    perm = [0] + list(range(2, len(x.shape))) + [1]
+    moved = L.emit("transpose", [x], [x.shape[p] for p in perm], x.dtype, {"perm": perm})
+    m = n
+    for s in rest:
+        m *= s
+    return L.reshape(moved, [m, c]), L.reshape(target, [m]), perm, [x.shape[p] for p in perm]
+
+
+@rule("aten.nll_loss2d_forward.default")
+def nll_loss2d_forward(L, x, target, weight, reduction, ignore_index):
+    x2, t2, _, _ = _classes_last(L, x, target)
+    loss, total = nll_loss_forward(L, x2, t2, weight, reduction, ignore_index)
+    return [L.reshape(loss, L.out_meta().shape), total]
+
+
+@rule("aten.nll_loss2d_backward.default")
+def nll_loss2d_backward(L, grad, x, target, weight, reduction, ignore_index, total_weight):
+    x2, t2, perm, moved = _classes_last(L, x, target)
+    if reduction == 0:
+        grad = L.reshape(grad, [x2.shape[0]])
+    g2 = nll_loss_backward(L, grad, x2, t2, weight, reduction, ignore_index, total_weight)
+    back = L.reshape(g2, moved)
+    inverse = [perm.index(d) for d in range(len(perm))]
+    return L.emit("transpose", [back], x.shape, x.dtype, {"perm": inverse})
+
+
+def _pointwise_loss(L, x, y, beta, kind):
+    """smooth_l1 (kind 'smooth'): |d| < beta ? d^2 / (2 beta) : |d| - beta / 2;
+    huber: |d| < delta ? d^2 / 2 : delta (|d| - delta / 2)."""
+    from fractions import Fraction
+    from .numbers import as_fraction, exact
+    b = as_fraction(exact(beta))
+    d = L.binary("sub", x, y, x.dtype)
+    ad = L.binary("maximum", d, L.unary("neg", d), x.dtype, d.shape)
+    small = L.binary("lt", ad, beta, "bool", d.shape)
+    sq = L.binary("mul", d, d, x.dtype, d.shape)
+    if kind == "smooth":
+        inner = L.scale(sq, Fraction(1, 2) / b)
+        outer = L.binary("sub", ad, b / 2, x.dtype, d.shape)
+    else:
+        inner = L.scale(sq, Fraction(1, 2))
+        outer = L.scale(L.binary("sub", ad, b / 2, x.dtype, d.shape), b)
+    return L.emit("where", [small, inner, outer], d.shape, x.dtype), d, small, b
+
+
+@rule("aten.smooth_l1_loss.default", "aten.huber_loss.default")
+def smooth_l1_loss(L, x, y, reduction=1, beta=1.0):
+    per, _, _, _ = _pointwise_loss(L, x, y, beta, "smooth" if "smooth" in L.node.op else "huber")
+    return _reduce_loss(L, per, reduction)
+
+
+@rule("aten.smooth_l1_loss_backward.default", "aten.huber_loss_backward.default")
+def smooth_l1_loss_backward(L, grad, x, y, reduction, beta):
+    from fractions import Fraction
+    kind = "smooth" if "smooth" in L.node.op else "huber"
+    _, d, small, b = _pointwise_loss(L, x, y, beta, kind)
+    sign = L.emit("where", [L.binary("gt", d, 0, "bool", d.shape), L.tensor(1, x.dtype),
+                            L.tensor(-1, x.dtype)], d.shape, x.dtype)
+    inner = L.scale(d, Fraction(1) / b) if kind == "smooth" else d
+    outer = sign if kind == "smooth" else L.scale(sign, b)
+    local = L.emit("where", [small, inner, outer], d.shape, x.dtype)
+    n = 1
+    for s in d.shape:
+        n *= s
+    g = L.binary("mul", local, grad, x.dtype, d.shape)
+    return L.scale(g, Fraction(1, n)) if reduction == 1 else g
+
+
+@rule("aten.xlogy.Tensor", "aten.xlogy.Scalar_Other", "aten.xlogy.Scalar_Self")
+def xlogy(L, x, y):
+    """x * log(y), and 0 where x == 0 (KL divergence's target term)."""
+    out = L.out_meta()
+    x = L.cast(L.tensor(x, out.dtype), out.dtype)
+    y = L.cast(L.tensor(y, out.dtype), out.dtype)
+    prod = L.binary("mul", x, L.unary("log", y))
+    zero = L.binary("eq", x, 0, "bool", x.shape)
+    return L.emit("where", [zero, L.tensor(0, out.dtype), prod], out.shape, out.dtype)

@@ -65,12 +65,34 @@ def slice_(L, x, dim=0, start=None, end=None, step=1):
     start = max(0, min(n, start + n if start < 0 else start))
     end = max(start, min(n, end + n if end < 0 else end))
     if step != 1:
-        raise L.unsupported(f"slicing with step {step} (only step 1)")
+        return _strided(L, x, dim, start, end, step)
     if start == 0 and end == n:
         return x
     shape = list(x.shape)
     shape[dim] = end - start
     return L.emit("slice", [x], shape, x.dtype, {"dim": dim, "start": start, "end": end})
+
+
+def _strided(L, x, dim, start, end, step):
+    """x[start:end:step] along dim: the range, padded to a multiple of step, is cut into
+    rows of `step` and the first of each row is kept (x[..., ::2] of RoPE's pairs)."""
+    if step < 1:
+        raise L.unsupported(f"slicing with step {step}")
+    k = max(0, -(-(end - start) // step))  # elements taken
+    if k == 0:
+        raise L.unsupported("an empty strided slice")
+    piece = slice_(L, x, dim, start, min(end, start + k * step))
+    got = piece.shape[dim]
+    if got < k * step:
+        pad = list(piece.shape)
+        pad[dim] = k * step - got
+        padded = list(piece.shape)
+        padded[dim] = k * step
+        piece = L.emit("concat", [piece, L.const(0, pad, x.dtype)], padded, x.dtype,
+                       {"dim": dim})
+    rows = piece.shape[:dim] + [k, step] + piece.shape[dim + 1:]
+    firsts = slice_(L, L.reshape(piece, rows), dim + 1, 0, 1)
+    return L.reshape(firsts, piece.shape[:dim] + [k] + piece.shape[dim + 1:])
 
 
 @rule("aten.select.int")
@@ -205,8 +227,20 @@ def arange(L, *args, **kwargs):
 
 @rule("shardproof.constant")
 def constant(L, value):
+    """One value, or the row-major elements: a concat of one const per run of equal ones."""
     out = L.out_meta()
-    return L.const(value, out.shape, out.dtype)
+    if not isinstance(value, list):
+        return L.const(value, out.shape, out.dtype)
+    runs = []
+    for v in value:
+        if runs and runs[-1][0] == v:
+            runs[-1][1] += 1
+        else:
+            runs.append([v, 1])
+    pieces = [L.const(v, [n], out.dtype) for v, n in runs]
+    flat = pieces[0] if len(pieces) == 1 else \
+        L.emit("concat", pieces, [len(value)], out.dtype, {"dim": 0})
+    return L.reshape(flat, out.shape)
 
 
 @rule("aten.slice_scatter.default")
@@ -280,3 +314,141 @@ def as_strided_scatter(L, base, src, size, stride, storage_offset=0):
         return L.reshape(L.cast(src, base.dtype), base.shape)
     raise L.unsupported(f"as_strided_scatter with size {size}, stride {stride}, offset "
                         f"{storage_offset} (only a whole row-major tensor)")
+
+
+# ---- backward of views: the gradient placed into zeros of the input's shape
+
+def _place(L, grad, sizes, dim, start, end):
+    """zeros(sizes) with grad at [start:end] along dim."""
+    n = sizes[dim]
+    pieces = []
+    for lo, hi in ((0, start), (end, n)):
+        if hi > lo:
+            shape = list(sizes)
+            shape[dim] = hi - lo
+            pieces.append((lo, L.const(0, shape, grad.dtype)))
+    pieces.append((start, grad))
+    pieces.sort(key=lambda p: p[0])
+    if len(pieces) == 1:
+        return grad
+    return L.emit("concat", [p for _, p in pieces], list(sizes), grad.dtype, {"dim": dim})
+
+
+@rule("aten.slice_backward.default")
+def slice_backward(L, grad, input_sizes, dim, start, end, step):
+    sizes = list(input_sizes)
+    dim %= len(sizes)
+    n = sizes[dim]
+    start = max(0, min(n, start + n if start < 0 else start))
+    end = max(start, min(n, end + n if end < 0 else end))
+    if step != 1:  # each gradient element followed by step - 1 zeros, then placed
+        k = grad.shape[dim]
+        spread = grad.shape[:dim] + [k, step] + grad.shape[dim + 1:]
+        col = L.reshape(grad, grad.shape[:dim] + [k, 1] + grad.shape[dim + 1:])
+        zeros = L.const(0, grad.shape[:dim] + [k, step - 1] + grad.shape[dim + 1:], grad.dtype)
+        rows = L.emit("concat", [col, zeros], spread, grad.dtype, {"dim": dim + 1})
+        flat = L.reshape(rows, grad.shape[:dim] + [k * step] + grad.shape[dim + 1:])
+        end = min(n, start + k * step)
+        grad = slice_(L, flat, dim, 0, end - start)
+    return _place(L, grad, sizes, dim, start, end)
+
+
+@rule("aten.select_backward.default")
+def select_backward(L, grad, input_sizes, dim, index):
+    sizes = list(input_sizes)
+    dim %= len(sizes)
+    index %= sizes[dim]
+    shape = list(sizes)
+    shape[dim] = 1
+    return _place(L, L.reshape(grad, shape), sizes, dim, index, index + 1)
+
+
+# ---- padding, tiling, rotation, reversal
+
+@rule("aten.constant_pad_nd.default")
+def constant_pad_nd(L, x, pad, value=0):
+    """F.pad: pairs (before, after) from the last dim backwards; negative pads crop."""
+    out = L.out_meta()
+    v = x
+    for i in range(len(pad) // 2):
+        dim = len(x.shape) - 1 - i
+        before, after = pad[2 * i], pad[2 * i + 1]
+        if before < 0 or after < 0:
+            v = slice_(L, v, dim, max(0, -before), v.shape[dim] - max(0, -after))
+            before, after = max(0, before), max(0, after)
+        pieces = []
+        for size in (before, None, after):
+            if size is None:
+                pieces.append(v)
+            elif size > 0:
+                shape = list(v.shape)
+                shape[dim] = size
+                pieces.append(L.const(value, shape, x.dtype))
+        if len(pieces) > 1:
+            shape = list(v.shape)
+            shape[dim] = sum(p.shape[dim] for p in pieces)
+            v = L.emit("concat", pieces, shape, x.dtype, {"dim": dim})
+    return L.reshape(v, out.shape)
+
+
+@rule("aten.repeat.default")
+def repeat(L, x, repeats):
+    """Tiles: each dim d becomes [repeats[d], n_d] (the copy index outer), then merged."""
+    out = L.out_meta()
+    lead = len(repeats) - len(x.shape)
+    shape = [1] * lead + list(x.shape)
+    v = L.reshape(x, shape)
+    split = []
+    for r, n in zip(repeats, shape):
+        split += [1, n]
+    v = L.reshape(v, split)
+    tiled = []
+    for r, n in zip(repeats, shape):
+        tiled += [r, n]
+    v = L.expand(v, tiled)
+    return L.reshape(v, out.shape)
+
+
+@rule("aten.roll.default")
+def roll(L, x, shifts, dims=()):
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if not dims:  # rolls the flattened tensor
+        n = 1
+        for s in x.shape:
+            n *= s
+        return L.reshape(roll(L, L.reshape(x, [n]), shifts, [0]), x.shape)
+    v = x
+    for shift, dim in zip(shifts, dims):
+        dim %= len(x.shape)
+        n = x.shape[dim]
+        k = shift % n
+        if k:
+            tail = slice_(L, v, dim, n - k, n)
+            head = slice_(L, v, dim, 0, n - k)
+            v = L.emit("concat", [tail, head], v.shape, v.dtype, {"dim": dim})
+    return v
+
+
+@rule("aten.flip.default")
+def flip(L, x, dims):
+    """Reversal along each dim: a gather at positions n - 1 - i."""
+    v = x
+    for dim in dims:
+        dim %= len(x.shape)
+        n = x.shape[dim]
+        if n == 1:
+            continue
+        ishape = [1] * len(x.shape)
+        ishape[dim] = n
+        rev = L.binary("sub", n - 1, L.iota(ishape, dim), "i64", ishape)
+        v = L.emit("gather", [v, L.expand(rev, v.shape)], v.shape, v.dtype, {"dim": dim})
+    return v
+
+
+@rule("aten.eye.default", "aten.eye.m")
+def eye(L, n, m=None, **kwargs):
+    out = L.out_meta()
+    rows, cols = out.shape
+    hit = L.binary("eq", L.iota([rows, 1], 0), L.iota([1, cols], 1), "bool", [rows, cols])
+    return L.cast(hit, out.dtype)

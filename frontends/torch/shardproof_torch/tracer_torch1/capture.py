@@ -18,6 +18,7 @@ from functorch import functionalize
 from ..errors import CaptureError
 from ..trace import Input, Node, Ref, TensorMeta, Trace
 from .fake_dist import FakeDistributed
+from . import decompositions
 from .library import ops
 from .optimizers import capture_whole
 from .source import is_user_file, user_src
@@ -111,7 +112,7 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
     batch keys to this program's (fake) chunks."""
     ops()  # define the library before tracing
     fd = FakeDistributed(ctx)
-    with fd.installed(), cpu_only():
+    with fd.installed(), cpu_only(), decompositions.installed():
         try:
             with fake_mode:
                 model = h.build_logical() if logical else h.build_rank(ctx)
@@ -209,9 +210,13 @@ def _metas(n):
     return [_meta_of(v) for v in vals]
 
 
+MAX_CONSTANT_RUNS = 256
+
+
 def _constant_value(t, src):
-    """A tensor constant of the program: the plan's const holds one value, so only
-    constants whose elements are all equal are supported."""
+    """A tensor constant of the program: one value when its elements are all equal, else
+    its elements in row-major order (written as runs of equal values, so only small or
+    piecewise-constant tensors such as `torch.tensor([0, 2])` are accepted)."""
     if isinstance(t, fake_mod.FakeTensor):
         t = getattr(t, "constant", None)
     if isinstance(t, torch.Tensor) and t.numel() > 0:
@@ -219,7 +224,10 @@ def _constant_value(t, src):
         first = flat[0].item()
         if bool((flat == flat[0]).all()):
             return first
-    raise CaptureError("constant-tensor", "a tensor constant with differing elements (e.g. "
+        runs = int((flat[1:] != flat[:-1]).sum().item()) + 1
+        if runs <= MAX_CONSTANT_RUNS:
+            return flat.tolist()
+    raise CaptureError("constant-tensor", "a tensor constant with many differing elements (e.g. "
                        "torch.tensor([...]) inside the step) cannot be written as a plan const; "
                        "pass it in the batch", src and src["file"], src and src["line"])
 
@@ -286,7 +294,7 @@ def trace_function(fn, inputs):
     """Traces fn(*inputs) on real tensors (both passes) for fidelity tests: inputs are
     batch inputs named in0, in1, ...; trace.results are fn's returned tensors."""
     ops()
-    with recording_sources():
+    with recording_sources(), decompositions.installed():
         g1 = make_fx(fn)(*inputs)
         g2 = make_fx(functionalize(_SourceInterpreter(g1).run))(*[i.detach() for i in inputs])
     names = [f"in{i}" for i in range(len(inputs))]

@@ -1,0 +1,10 @@
+import torch
+import torch.nn.functional as F
+
+from base import (BATCH_LAYOUT, MESH, batch, build_logical, build_rank, finalize_grads,  # noqa: F401
+                  optimizer)
+
+
+def loss(model, b):
+    h = model(b["x"]).masked_fill(b["x"] > 0, float("-inf")).sum(-1, keepdim=True)
+    return F.mse_loss(h, b["y"][:, :1])
