@@ -6,6 +6,7 @@ import contextlib
 
 import torch
 import torch.distributed as dist
+import torch.nn.parallel
 
 from ..context import Group
 from ..errors import CaptureError
@@ -203,6 +204,26 @@ class FakeDistributed:
                          "by the capture (docs/torch-harness.md lists the collectives)")
         return refuse
 
+    @staticmethod
+    def _wrapper_refused(name):
+        def refuse(*args, **kwargs):
+            raise _error("collective-bypass", f"{name} reduces gradients in C++, outside "
+                         "torch.distributed's Python API, so the capture cannot see it; keep the "
+                         "plain module and all-reduce the gradients in finalize_grads "
+                         "(docs/torch-harness.md)")
+        return refuse
+
+    def _wrapper_patches(self):
+        """(owner, attribute, replacement) for the wrappers that bypass torch.distributed."""
+        out = [(torch.nn.parallel.DistributedDataParallel, "__init__",
+                self._wrapper_refused("DistributedDataParallel"))]
+        import sys
+        fsdp = sys.modules.get("torch.distributed.fsdp")  # importing it may fail (py3.11)
+        if fsdp is not None and hasattr(fsdp, "FullyShardedDataParallel"):
+            out.append((fsdp.FullyShardedDataParallel, "__init__",
+                        self._wrapper_refused("FullyShardedDataParallel")))
+        return out
+
     @contextlib.contextmanager
     def installed(self):
         import torch.distributed.distributed_c10d as c10d
@@ -211,6 +232,9 @@ class FakeDistributed:
             for m in modules:
                 self._saved.append((m, name, m.__dict__.get(name, _MISSING)))
                 setattr(m, name, fn)
+        for owner, name, fn in self._wrapper_patches():
+            self._saved.append((owner, name, owner.__dict__.get(name, _MISSING)))
+            setattr(owner, name, fn)
         try:
             yield self
         finally:
