@@ -194,7 +194,7 @@ def _where_max(x, m):
     z = torch.maximum(y, x - 1)
     return ((z - z.max(-1, keepdim=True).values).exp(), (z - z.amax(0)).exp(), (z - z.max()).exp(),
             torch.minimum(y, x).softmax(-1),
-            torch.where(m, x, float("-inf")).softmax(0))
+            torch.where(m | torch.eye(4, dtype=torch.bool), x, float("-inf")).softmax(0))
 
 
 def _mask_shapes(x):
