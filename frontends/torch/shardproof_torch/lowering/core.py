@@ -13,9 +13,23 @@ RULES: Dict[str, Callable] = {}
 SHAPE_ONLY = {"aten.fill.Scalar", "aten.zeros_like.default", "aten.ones_like.default",
               "aten.full_like.default", "aten.new_zeros.default", "aten.new_ones.default",
               "aten.new_full.default", "aten.new_empty.default", "aten.empty_like.default",
-              "aten.new_empty_strided.default", "aten.bernoulli.p", "aten.bernoulli.default",
-              "aten.bernoulli.Tensor", "aten.bernoulli_.float", "aten.uniform.default",
+              "aten.new_empty_strided.default", "aten.zero.default", "aten.bernoulli.p",
+              "aten.bernoulli.default", "aten.bernoulli.Tensor", "aten.bernoulli_.float", "aten.uniform.default",
               "aten.normal.default"}
+
+
+
+def unread_args(node):
+    """Positions of tensor arguments whose values an op ignores: `addmm`/`baddbmm` with
+    beta = 0 (Megatron's attention passes an uninitialized buffer there), and the
+    destination of `copy` (only its shape matters). They are not live through the op."""
+    if node.op in ("aten.addmm.default", "aten.baddbmm.default"):
+        beta = node.kwargs.get("beta", node.args[3] if len(node.args) > 3 else 1)
+        return {0} if beta == 0 else set()
+    if node.op == "aten.copy.default":
+        return {0}
+    return set()
+
 
 REAL = {"f32", "f16", "bf16", "f64"}
 INT = {"i32", "i64"}
@@ -279,7 +293,9 @@ class Lowerer:
             node = self.trace.nodes[i]
             if node.op in SHAPE_ONLY:
                 continue
-            for a in _refs(node.args) + _refs(list(node.kwargs.values())):
+            unread = unread_args(node)
+            args = [a for i, a in enumerate(node.args) if i not in unread]
+            for a in _refs(args) + _refs(list(node.kwargs.values())):
                 stack.append(a.node)
         return live
 
@@ -299,7 +315,9 @@ class Lowerer:
                                f"no lowering for ATen op {node.op} (docs/torch-harness.md lists "
                                "the supported ops)")
             value = self.value if node.op not in SHAPE_ONLY else _drop_refs
-            args = [value(a) for a in node.args]
+            unread = unread_args(node)
+            args = [value(a) if i not in unread else _drop_refs(a)
+                    for i, a in enumerate(node.args)]
             kwargs = {k: value(v) for k, v in node.kwargs.items()}
             if neg_inf.holds_inf(args) or neg_inf.holds_inf(list(kwargs.values())):
                 fn = neg_inf.INF_RULES.get(node.op) or _refuse_inf
