@@ -15,7 +15,11 @@ SHAPE_ONLY = {"aten.fill.Scalar", "aten.zeros_like.default", "aten.ones_like.def
               "aten.new_full.default", "aten.new_empty.default", "aten.empty_like.default",
               "aten.new_empty_strided.default", "aten.bernoulli.p", "aten.bernoulli.default",
               "aten.bernoulli.Tensor", "aten.bernoulli_.float", "aten.uniform.default",
-              "aten.normal.default"}
+              "aten.normal.default",
+              "shardproof.recv.default"}  # the received value comes from the matching send
+
+COLLECTIVES = {f"shardproof.{k}.default" for k in (
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send", "recv")}
 
 REAL = {"f32", "f16", "bf16", "f64"}
 INT = {"i32", "i64"}
@@ -136,6 +140,9 @@ class Lowerer:
         self.env: Dict[Ref, Any] = {}
         self.collectives: List[PendingCollective] = []
         self.node = None  # the node being lowered (for names, sources and errors)
+        # what rules know of a plan tensor beyond its value, by name: e.g. "sumsq" -> the
+        # sum of squares whose sqrt it is (a 2-norm)
+        self.facts: Dict[str, Dict[str, Any]] = {}
 
     # ---- values
 
@@ -254,7 +261,8 @@ class Lowerer:
         live = set()
         stack = [r.node for r in roots]
         for n in self.trace.nodes:
-            if n.op in ("shardproof.send.default",):
+            # every communication is lowered, used or not: its peers' calls pair with it
+            if n.op in COLLECTIVES:
                 stack.append(n.id)
         while stack:
             i = stack.pop()

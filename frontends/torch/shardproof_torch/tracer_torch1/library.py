@@ -14,6 +14,7 @@ SCHEMAS = {
     "send": "send(Tensor x, int peer, int gid) -> Tensor",
     "recv": "recv(Tensor x, int peer, int gid) -> Tensor",
     "mark_grad": "mark_grad(Tensor x, int index) -> Tensor",
+    "mark_step_grad": "mark_step_grad(Tensor x, int index) -> Tensor",
     "sgd_step": "sgd_step(Tensor p, Tensor g, float lr, float momentum, float weight_decay, "
                 "bool nesterov, bool maximize) -> Tensor",
     "adam_step": "adam_step(Tensor p, Tensor g, float lr, float beta1, float beta2, float eps, "
