@@ -64,6 +64,7 @@ CASES = {
     "fused_global_norm_handwritten": (_handwritten_global_norm, lambda: [r(3, 4), r(5)]),
     "fused_handwritten_adamw": (_adamw, lambda: [r(3, 4), r(3, 4)]),
     "mark_step_grad": (_mark_step_grad, lambda: [r(3)]),
+    "fused_zero": (lambda x: (x * 2).zero_() + x, lambda: [r(3)]),
 }
 
 SINGLE_OPS = {

@@ -15,7 +15,7 @@ SHAPE_ONLY = {"aten.fill.Scalar", "aten.zeros_like.default", "aten.ones_like.def
               "aten.new_full.default", "aten.new_empty.default", "aten.empty_like.default",
               "aten.new_empty_strided.default", "aten.bernoulli.p", "aten.bernoulli.default",
               "aten.bernoulli.Tensor", "aten.bernoulli_.float", "aten.uniform.default",
-              "aten.normal.default",
+              "aten.normal.default", "aten.zero.default",
               "shardproof.recv.default"}  # the received value comes from the matching send
 
 COLLECTIVES = {f"shardproof.{k}.default" for k in (

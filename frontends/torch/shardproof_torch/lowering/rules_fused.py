@@ -1,5 +1,5 @@
-"""Fused arithmetic of optimizers and gradient clipping: addcmul, addcdiv, lerp (hand-written
-Adam-style updates), and vector norms (torch.norm, torch.linalg.vector_norm, as
+"""Fused arithmetic of optimizers and gradient clipping: zero (zero_grad), addcmul, addcdiv,
+lerp (hand-written Adam-style updates), and vector norms (torch.norm, torch.linalg.vector_norm, as
 clip_grad_norm_ computes them).
 
 A 2-norm is `sqrt(sum(x*x))`, and the rule remembers the sum of squares (`L.facts`): the
@@ -10,10 +10,15 @@ two equal norms would be different expressions."""
 import math
 
 from .core import V, rule
+from .numbers import as_fraction, exact
 
 
-def _real(L, x, dtype):
-    return L.cast(L.tensor(x, dtype), dtype)
+@rule("aten.zero.default")
+def zero(L, x):
+    # t.zero_() (optimizer.zero_grad(set_to_none=False) on an existing gradient): reads only
+    # the shape (core.SHAPE_ONLY)
+    out = L.out_meta()
+    return L.const(0, out.shape, out.dtype)
 
 
 @rule("aten.addcmul.default")
@@ -33,12 +38,16 @@ def addcdiv(L, x, t1, t2, value=1):
 @rule("aten.lerp.Scalar", "aten.lerp.Tensor")
 def lerp(L, x, end, weight):
     # x + w * (end - x) (torch switches to end - (1 - w) * (end - x) for w >= 0.5: the same
-    # real number)
+    # real number). A number w: (1 - w) * x + w * end, Adam's own `b1 * m + (1 - b1) * g`.
     out = L.out_meta()
+    if not isinstance(weight, V):
+        w = as_fraction(exact(weight))
+        return L.binary("add", L.scale(L.cast(L.tensor(x, out.dtype), out.dtype), 1 - w),
+                        L.scale(L.cast(L.tensor(end, out.dtype), out.dtype), w), out.dtype,
+                        out.shape)
     diff = L.binary("sub", end, x, out.dtype, out.shape)
-    step = L.scale(diff, weight) if not isinstance(weight, V) else \
-        L.binary("mul", weight, diff, out.dtype, out.shape)
-    return L.binary("add", x, step, out.dtype, out.shape)
+    return L.binary("add", x, L.binary("mul", weight, diff, out.dtype, out.shape), out.dtype,
+                    out.shape)
 
 
 def _dims(x, dim):

@@ -3,8 +3,10 @@ as Megatron's initialize_model_parallel builds them) and a parameter broadcast a
 step from the first rank of each line (a "sync" of replicas that should already agree).
 
 Bugs (SHARDPROOF_EXAMPLE_BUG): no-allreduce (each replica steps on its own gradient, and
-the broadcast hides the difference behind rank 0's update), broadcast-before-step (the
-broadcast runs before the step, so replicas diverge again with their local gradients)."""
+the broadcast hides the difference behind rank 0's update), broadcast-grad (the gradient is
+broadcast from the line's first rank instead of all-reduced).
+
+(A broadcast of the parameters *before* the step is no bug: replicas agree on entry.)"""
 import os
 import sys
 
@@ -66,11 +68,10 @@ def train_step(model, b, opt, ctx):
     opt.zero_grad()
     loss(model, b).backward()
     for p in model.parameters():
-        if not bug("no-allreduce"):
+        if bug("broadcast-grad"):
+            dist.broadcast(p.grad, src=ranks[0], group=group)
+        elif not bug("no-allreduce"):
             dist.all_reduce(p.grad, group=group)
         p.grad.div_(n)
-    if bug("broadcast-before-step"):
-        sync(model, group, ranks[0])
     opt.step()
-    if not bug("broadcast-before-step"):
-        sync(model, group, ranks[0])
+    sync(model, group, ranks[0])

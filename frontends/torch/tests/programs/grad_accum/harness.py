@@ -2,9 +2,10 @@
 tensor- and data-parallel MLP; the step calls finalize_grads itself.
 
 Bugs (SHARDPROOF_EXAMPLE_BUG): drop-micro (zero_grad inside the loop: only the last
-micro-batch counts), double-micro (the first micro-batch's backward runs twice),
-no-unscale (the loss scale is never divided out), no-micro-divide (loss not divided by the
-number of micro-batches)."""
+micro-batch counts), double-micro (the first micro-batch's backward runs twice); and in the
+distributed code path only (ctx.world > 1), as a bug that a single-device run cannot show:
+no-unscale (the loss scale is not divided out), no-micro-divide (the micro-batch loss is not
+divided by the number of micro-batches)."""
 import os
 import sys
 
@@ -48,19 +49,20 @@ def finalize_grads(model, ctx):
 
 
 def train_step(model, b, opt, ctx):
+    distributed = ctx.world > 1
     opt.zero_grad()
     xs, ys = b["x"].chunk(MICRO), b["y"].chunk(MICRO)
     for i, (x, y) in enumerate(zip(xs, ys)):
         if bug("drop-micro"):
             opt.zero_grad()
         micro = loss(model, {"x": x, "y": y})
-        if not bug("no-micro-divide"):
+        if not (distributed and bug("no-micro-divide")):
             micro = micro / MICRO
         (micro * SCALE).backward()
         if bug("double-micro") and i == 0:
             (loss(model, {"x": x, "y": y}) / MICRO * SCALE).backward()
     for p in model.parameters():
-        if not bug("no-unscale"):
+        if not (distributed and bug("no-unscale")):
             p.grad.div_(SCALE)
     finalize_grads(model, ctx)
     opt.step()
