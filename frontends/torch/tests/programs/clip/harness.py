@@ -2,7 +2,8 @@
 
 SHARDPROOF_CLIP picks the program:
 - ddp: a replicated model under data parallelism; grads all-reduced and averaged, then
-  torch.nn.utils.clip_grad_norm_ (every rank holds the whole gradient).
+  torch.nn.utils.clip_grad_norm_ (every rank holds the whole gradient); ddp-inf: the same
+  with norm_type=inf.
 - tp: a tensor-parallel MLP (dp x tp); the global norm is the sum of squares of the sharded
   gradients all-reduced over tp, plus the replicated ones counted once, then sqrt; the clip
   coefficient is min(1, max_norm / (norm + eps)).
@@ -23,6 +24,7 @@ from tplayers import MLP, PlainMLP, bug, ddp_average  # noqa: E402
 
 KIND = os.environ.get("SHARDPROOF_CLIP", "tp")
 MESH = {"dp": 2, "tp": 2} if KIND == "tp" else {"dp": 2}
+NORM_TYPE = float("inf") if KIND == "ddp-inf" else 2.0
 HIDDEN, FFN, TOKENS = 4, 8, 4
 MAX_NORM, EPS = 1.0, 1e-6
 
@@ -73,7 +75,7 @@ def finalize_grads(model, ctx):
         tp_clip(model, ctx.groups["tp"])
         return
     if bug("clip-before-average"):
-        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM, NORM_TYPE)
     ddp_average(model, ctx.groups["dp"], ctx.mesh["dp"])
     if not bug("clip-before-average"):
-        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM, NORM_TYPE)
