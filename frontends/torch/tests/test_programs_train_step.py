@@ -66,6 +66,7 @@ CASES = [
     ("zero", {"SHARDPROOF_ZERO_OPT": "sgd"}, ["gather-order"]),
     ("zero", {"SHARDPROOF_ZERO_OPT": "sgd-nesterov"}, []),
     ("zero", {"SHARDPROOF_ZERO_OPT": "adamw-foreach"}, []),
+    ("zero_tp", {}, ["wrong-shard", "sum-not-avg"]),
     ("handopt", {"SHARDPROOF_HANDOPT": "adamw"}, ["grad-not-averaged",
                                                  "no-bias-correction-on-rank"]),
     ("handopt", {"SHARDPROOF_HANDOPT": "lerp"}, []),
@@ -95,6 +96,7 @@ ENGINE_FALSE_REFUTATIONS = {
     "zero[adam,all-reduce]-ok": "L2 weight decay: add(g, scale(p_shard)) (engine: inferred twin)",
     "zero[sgd]-ok": "L2 weight decay: add(g, scale(p_shard)) (engine: inferred twin)",
     "moe-ok": "expert gradient stage refuted through inferred claims (engine)",
+    "zero_tp-ok": "fc2.weight's shard stage: twins through transposes (engine: inferred twin)",
     "clip[ddp-inf]-ok": "abs = maximum(x, neg x): neg x is a -1 twin of x (engine: inferred twin)",
 }
 
