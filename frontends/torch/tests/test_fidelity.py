@@ -314,6 +314,12 @@ if HAVE_TORCH:
     }
 
 
+if HAVE_TORCH:  # rules_fused.py and the whole-step gradient mark
+    import fused_cases
+    CASES.update(fused_cases.CASES)
+    SINGLE_OPS.update(fused_cases.SINGLE_OPS)
+
+
 def _single_op_trace(op, inputs, extra, out):
     from shardproof_torch.trace import Input, Node, Ref, TensorMeta, Trace
     from shardproof_torch.tracer_torch1.capture import DTYPES

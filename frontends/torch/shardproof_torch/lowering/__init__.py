@@ -1,6 +1,7 @@
 """Version-independent lowering: a neutral Trace -> plan ops (docs/torch-harness.md,
 "Lowering"). One rule per ATen op, in the rules_*.py files; `core` holds the machinery."""
-from . import rules_shape, rules_elementwise, rules_reduce, rules_nn, rules_index, rules_shardproof, rules_activations  # noqa: F401,E501
+from . import (rules_shape, rules_elementwise, rules_activations, rules_reduce, rules_nn,  # noqa: F401
+               rules_index, rules_shardproof, rules_fused)
 from .core import Lowerer, RULES  # noqa: F401
 from .neg_inf import register_shape_ops
 

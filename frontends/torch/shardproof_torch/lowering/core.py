@@ -13,9 +13,13 @@ RULES: Dict[str, Callable] = {}
 SHAPE_ONLY = {"aten.fill.Scalar", "aten.zeros_like.default", "aten.ones_like.default",
               "aten.full_like.default", "aten.new_zeros.default", "aten.new_ones.default",
               "aten.new_full.default", "aten.new_empty.default", "aten.empty_like.default",
-              "aten.new_empty_strided.default", "aten.zero.default", "aten.bernoulli.p",
-              "aten.bernoulli.default", "aten.bernoulli.Tensor", "aten.bernoulli_.float", "aten.uniform.default",
-              "aten.normal.default"}
+              "aten.new_empty_strided.default", "aten.bernoulli.p", "aten.bernoulli.default",
+              "aten.bernoulli.Tensor", "aten.bernoulli_.float", "aten.uniform.default",
+              "aten.normal.default", "aten.zero.default",
+              "shardproof.recv.default"}  # the received value comes from the matching send
+
+COLLECTIVES = {f"shardproof.{k}.default" for k in (
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send", "recv")}
 
 
 
@@ -150,6 +154,9 @@ class Lowerer:
         self.env: Dict[Ref, Any] = {}
         self.collectives: List[PendingCollective] = []
         self.node = None  # the node being lowered (for names, sources and errors)
+        # what rules know of a plan tensor beyond its value, by name: e.g. "sumsq" -> the
+        # sum of squares whose sqrt it is (a 2-norm)
+        self.facts: Dict[str, Dict[str, Any]] = {}
 
     # ---- values
 
@@ -283,7 +290,8 @@ class Lowerer:
         live = set()
         stack = [r.node for r in roots]
         for n in self.trace.nodes:
-            if n.op in ("shardproof.send.default",):
+            # every communication is lowered, used or not: its peers' calls pair with it
+            if n.op in COLLECTIVES:
                 stack.append(n.id)
         while stack:
             i = stack.pop()
@@ -319,7 +327,8 @@ class Lowerer:
             args = [value(a) if i not in unread else _drop_refs(a)
                     for i, a in enumerate(node.args)]
             kwargs = {k: value(v) for k, v in node.kwargs.items()}
-            if neg_inf.holds_inf(args) or neg_inf.holds_inf(list(kwargs.values())):
+            if node.op not in neg_inf.INF_AS_ATTRIBUTE and (
+                    neg_inf.holds_inf(args) or neg_inf.holds_inf(list(kwargs.values()))):
                 fn = neg_inf.INF_RULES.get(node.op) or _refuse_inf
             result = self._apply(fn, args, kwargs)
             results = result if isinstance(result, (list, tuple)) else [result]

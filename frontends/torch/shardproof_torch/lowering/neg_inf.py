@@ -42,6 +42,12 @@ def is_inf_number(x):
     return isinstance(x, float) and math.isinf(x)
 
 
+# Ops where an infinite number is an attribute (a norm's order), not a value.
+INF_AS_ATTRIBUTE = {"aten.linalg_vector_norm.default", "aten.norm.Scalar",
+                    "aten.norm.ScalarOpt_dim", "aten.norm.ScalarOpt_dim_dtype",
+                    "aten.norm.ScalarOpt_dtype"}
+
+
 def holds_inf(a):
     if isinstance(a, NegInf) or is_inf_number(a):
         return True

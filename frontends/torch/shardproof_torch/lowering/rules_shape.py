@@ -170,7 +170,6 @@ def copy(L, dst, src, non_blocking=False):
 
 FACTORIES_FILL = {
     "aten.zeros.default": 0, "aten.ones.default": 1, "aten.zeros_like.default": 0,
-    "aten.zero.default": 0,
     "aten.ones_like.default": 1, "aten.new_zeros.default": 0, "aten.new_ones.default": 1,
 }
 

@@ -3,7 +3,7 @@ members of each group) and optimizer steps (the plan's `sgd` and `adam`, first s
 zero state)."""
 from fractions import Fraction
 
-from .core import PendingCollective, rule
+from .core import PendingCollective, V, rule
 from .numbers import as_fraction, exact
 
 
@@ -51,8 +51,15 @@ def send(L, x, peer, gid):
 
 @rule("shardproof.recv.default")
 def recv(L, x, peer, gid):
-    # The received value is produced by the matching send; `x` only gives the shape.
-    return _pending(L, "recv", x, x.shape, gid, peer=peer)
+    # The received value is produced by the matching send; the buffer `x` is not read (it
+    # may be torch.empty): only the shape counts.
+    meta = L.out_meta()
+    return _pending(L, "recv", V("", meta.shape, meta.dtype), meta.shape, gid, peer=peer)
+
+
+@rule("shardproof.mark_step_grad.default")
+def mark_step_grad(L, x, index):
+    return x
 
 
 @rule("shardproof.sgd_step.default")

@@ -20,7 +20,7 @@ from ..trace import Input, Node, Ref, TensorMeta, Trace
 from .fake_dist import FakeDistributed
 from . import decompositions
 from .library import ops
-from .optimizers import capture_whole
+from .optimizers import marking, whole_steps
 from .source import is_user_file, user_src
 
 DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
@@ -112,7 +112,7 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
     batch keys to this program's (fake) chunks."""
     ops()  # define the library before tracing
     fd = FakeDistributed(ctx)
-    with fd.installed(), cpu_only(), decompositions.installed():
+    with fd.installed(), cpu_only(), whole_steps(), decompositions.installed():
         try:
             with fake_mode:
                 model = h.build_logical() if logical else h.build_rank(ctx)
@@ -121,7 +121,7 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
                                   "torch.nn.Module", "build_rank")
                 params = dict(model.named_parameters())
                 buffers = {k: b for k, b in model.named_buffers() if b is not None}
-                opt = capture_whole(h.optimizer(list(params.values())))
+                opt = h.optimizer(list(params.values()))
         except Exception as e:
             raise translate_error(e, h.file)
 
@@ -138,7 +138,8 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
         def step(*flat):
             b = dict(zip(batch_chunk, flat[len(params) + len(buffers):]))
             if h.train_step is not None:
-                h.train_step(model, b, opt, ctx)
+                with marking(param_list):
+                    h.train_step(model, b, opt, ctx)
                 return
             opt.zero_grad()
             _SourceState.fallback = default_step_lines["loss"]
@@ -236,6 +237,7 @@ def to_trace(gm, names, kinds):
     trace = Trace()
     refs = {}
     placeholders = []
+    step_marks = {}  # parameter name -> gradients read by whole optimizer steps
     for n in gm.graph.nodes:
         src = n.meta.get("sp_src")
         if n.op == "placeholder":
@@ -272,6 +274,8 @@ def to_trace(gm, names, kinds):
             refs[n] = Ref(node.id)
             if op == "shardproof.mark_grad.default":
                 trace.grads[names[args[1]]] = Ref(node.id)
+            elif op == "shardproof.mark_step_grad.default":
+                step_marks.setdefault(names[args[1]], []).append(Ref(node.id))
         elif n.op == "get_attr":
             tensor = getattr(gm, n.target)
             value = _constant_value(tensor, src)
@@ -287,7 +291,25 @@ def to_trace(gm, names, kinds):
     for i, n in enumerate(placeholders):
         if kinds[i] == "param" and names[i] not in trace.updated:
             trace.updated[names[i]] = refs[n]
+    _claim_step_grads(trace, step_marks)
     return trace
+
+
+STEP_OPS = ("shardproof.sgd_step.default", "shardproof.adam_step.default")
+
+
+def _claim_step_grads(trace, step_marks):
+    """In a train_step, a gradient read by a whole optimizer step is claimed only if the
+    parameter was stepped once and that step's result is its final value (a step whose result
+    is overwritten, say by a ZeRO all-gather, says nothing about the gradient)."""
+    for name, marks in step_marks.items():
+        if len(marks) != 1 or name in trace.grads:
+            continue
+        final = trace.updated.get(name)
+        node = trace.nodes[final.node] if final is not None else None
+        if node is not None and final.index == 0 and node.op in STEP_OPS and \
+                node.args[1] == marks[0]:
+            trace.grads[name] = marks[0]
 
 
 def trace_function(fn, inputs):

@@ -169,12 +169,28 @@ class FakeDistributed:
         return _Work()
 
     def _peer(self, peer, group):
-        if group is not None:
-            raise _error("collective-peer", "send/recv take global ranks without a group in v1")
+        # torch 1.13: the peer is a global rank, a group only restricts it
+        if group is not None and int(peer) not in self._group(group).current_ranks:
+            raise _error("collective-peer", f"send/recv peer {peer} (a global rank) is not in "
+                         f"the group {self._group(group).current_ranks}")
         if not 0 <= int(peer) < self.ctx.world or int(peer) == self.ctx.raw_rank():
             raise _error("collective-peer", f"send/recv peer {peer} is not another rank of "
                          f"{self.ctx.world}")
         self.ctx.log.read_all()  # a peer is an absolute rank: no re-use across ranks
+
+    def batch_isend_irecv(self, p2p_op_list):
+        """Megatron's pipeline schedules: a list of P2POp(isend/irecv, tensor, peer, group)."""
+        works = []
+        for op in p2p_op_list:
+            fn = getattr(op, "op", None)
+            name = getattr(fn, "__name__", "")
+            if name not in ("isend", "irecv"):
+                raise _error("collective-unsupported", f"batch_isend_irecv of {fn!r}: only "
+                             "isend and irecv are supported")
+            self.isend(op.tensor, op.peer, op.group, op.tag) if name == "isend" else \
+                self.irecv(op.tensor, op.peer, op.group, op.tag)
+            works.append(_Work())
+        return works
 
     def barrier(self, group=None, async_op=False, device_ids=None):
         return self._finish(async_op)
@@ -184,7 +200,7 @@ class FakeDistributed:
     def _patches(self):
         names = ["get_rank", "get_world_size", "new_group", "all_reduce", "all_gather",
                  "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single",
-                 "broadcast", "send", "recv", "isend", "irecv", "barrier"]
+                 "broadcast", "send", "recv", "isend", "irecv", "batch_isend_irecv", "barrier"]
         table = {n: getattr(self, n) for n in names}
         table.update({
             "is_initialized": lambda: True,

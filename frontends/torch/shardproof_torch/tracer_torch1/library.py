@@ -14,6 +14,7 @@ SCHEMAS = {
     "send": "send(Tensor x, int peer, int gid) -> Tensor",
     "recv": "recv(Tensor x, int peer, int gid) -> Tensor",
     "mark_grad": "mark_grad(Tensor x, int index) -> Tensor",
+    "mark_step_grad": "mark_step_grad(Tensor x, int index) -> Tensor",
     "sgd_step": "sgd_step(Tensor p, Tensor g, float lr, float momentum, float weight_decay, "
                 "bool nesterov, bool maximize) -> Tensor",
     "adam_step": "adam_step(Tensor p, Tensor g, float lr, float beta1, float beta2, float eps, "
@@ -33,7 +34,11 @@ def _shape_impl(name):
     def scatter(x, reduce, n, gid):
         return x.new_empty((x.shape[0] // n,) + tuple(x.shape[1:]))
 
-    return {"all_gather": gather, "reduce_scatter": scatter}.get(name, same)
+    def identity(x, index):  # gradient marks are the identity, also on real tensors
+        return x.clone()
+
+    return {"all_gather": gather, "reduce_scatter": scatter, "mark_grad": identity,
+            "mark_step_grad": identity}.get(name, same)
 
 
 def ops():
