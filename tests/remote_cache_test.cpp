@@ -1,7 +1,8 @@
 // The shared stage cache on Redis (issue 25), against a real redis-server
 // on a Unix socket in a temporary directory: two machines share proofs, a
 // record without the team key's MAC is never believed, and a remote that
-// stops, stalls or is full costs one warning while the run goes on locally.
+// stops, stalls, is slow (tests/delay_proxy.h) or is full costs one warning
+// while the run goes on locally.
 // Skipped (with a message) only where redis-server is not installed.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include "cache/verdict_cache.h"
 #include "planner/planner.h"
 #include "tests/cli_runner.h"
+#include "tests/delay_proxy.h"
 #include "tests/isolated_env.h"
 #include "tests/planner_support.h"
 
@@ -96,6 +98,7 @@ class RedisServer {
   }
   void pause() { kill(pid_, SIGSTOP); }
   std::string url() const { return "unix://" + socket_; }
+  const std::string& socket() const { return socket_; }
 
  private:
   std::string dir_, socket_;
@@ -356,6 +359,83 @@ TEST_F(RemoteCacheTest, StalledRedisCostsOneTimeout) {
   EXPECT_EQ(stats(*a).remote.errors, 1u);
   EXPECT_EQ(stats(*a).remote.requests, 0u);
   EXPECT_LT(elapsed, 60s);  // a hang guard, not a speed target
+}
+
+// A remote far slower than its deadline (a proxy holds every chunk 2 s;
+// the default deadline is 250 ms): a process waits for it once, one
+// deadline, says so once, counts one error, leaves it alone and gets the
+// right verdicts.
+TEST_F(RemoteCacheTest, SlowRedisCostsOneDeadlineOnce) {
+  start();
+  testing::DelayProxy proxy(server_->socket(), 2s);
+  ASSERT_NE(proxy.port(), 0) << "the proxy could not listen on loopback";
+  RemoteSettings slow = remote(team_key_);
+  slow.url = proxy.url();
+  ASSERT_EQ(slow.timeout, 250ms);
+  auto a = machine("a", slow);
+
+  // First a plan with nothing to solve (an MLP's stages close by
+  // normalisation): its time is the remote's. One deadline, where each of
+  // its lookups and writes (two per stage) would take the proxy's 4 s round
+  // trip if the deadline were not kept, or 250 ms if a failure were not
+  // remembered.
+  auto start_time = std::chrono::steady_clock::now();
+  Report mlp = verify(*a, planner::generate_plan("mlp", testing::mlp_config(1, 1, 2, 1, 1)).dump());
+  auto elapsed = std::chrono::steady_clock::now() - start_time;
+  ASSERT_LT(elapsed, 1500ms) << "the slow remote cost more than one deadline";
+  EXPECT_GE(elapsed, 200ms) << "the remote was not waited for";
+  EXPECT_EQ(mlp.verdict, Verdict::Equivalent) << report_to_text(mlp);
+  EXPECT_EQ(warnings_with("did not answer"), 1);
+
+  // Then a plan to prove: the remote is left alone (not asked, not said
+  // again), every stage is proved locally.
+  Report r = verify(*a, plan_text());
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << report_to_text(r);
+  EXPECT_GT(r.stats.solved, 0);
+  EXPECT_EQ(warnings_with("did not answer"), 1);
+  CacheStats s = stats(*a);
+  EXPECT_EQ(s.remote.errors, 1u);
+  EXPECT_EQ(s.remote.requests, 0u);
+  EXPECT_EQ(s.remote.hits + s.remote.misses + s.remote.writes, 0u);
+
+  // `cache stats` asks whether it answers: no, within the deadline too.
+  long long keys = -1;
+  double ping_ms = 0;
+  std::string why;
+  start_time = std::chrono::steady_clock::now();
+  EXPECT_FALSE(a->remote()->probe(&keys, &ping_ms, &why));
+  EXPECT_LT(std::chrono::steady_clock::now() - start_time, 1500ms);
+  EXPECT_FALSE(why.empty());
+}
+
+// A remote slower than usual but within its deadline (a proxy holds every
+// chunk 100 ms: a round trip of 200 ms or more; a 1 s deadline) is used as
+// usual: what one machine wrote, another reads through it as a hit (the
+// plan's report: one round trip; a proxied lookup per stage would make
+// this test slow, and stages are shared in the tests above).
+TEST_F(RemoteCacheTest, SlowButInTimeRedisStillShares) {
+  start();
+  auto a = machine("a", remote(team_key_));
+  Report first = verify(*a, plan_text(some_bug()));
+  ASSERT_EQ(first.verdict, Verdict::NotEquivalent) << report_to_text(first);
+  ASSERT_GT(stats(*a).remote.writes, 0u);
+
+  testing::DelayProxy proxy(server_->socket(), 100ms);
+  ASSERT_NE(proxy.port(), 0) << "the proxy could not listen on loopback";
+  RemoteSettings slow = remote(team_key_);
+  slow.url = proxy.url();
+  slow.timeout = 1s;
+  auto b = machine("b", slow);
+  Report second = verify(*b, plan_text(some_bug()));
+  EXPECT_EQ(second.verdict, Verdict::NotEquivalent) << report_to_text(second);
+  EXPECT_EQ(second.stats.solved, 0);
+  CacheStats sb = stats(*b);
+  EXPECT_EQ(sb.remote.hits, 1u);
+  EXPECT_EQ(sb.remote.errors, 0u);
+  EXPECT_EQ(warnings_with("did not answer"), 0);
+  // Through the proxy indeed: the round trip took its two delays.
+  ASSERT_EQ(sb.remote.requests, 1u);
+  EXPECT_GE(sb.remote.latency_us, 200'000u);
 }
 
 TEST_F(RemoteCacheTest, FullRedisRefusesWritesRunStaysCorrect) {
