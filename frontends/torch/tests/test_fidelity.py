@@ -113,6 +113,13 @@ if HAVE_TORCH:
         x.masked_fill(upper, NINF) * 0.5 / 2.0))
     case("neg_inf_where_max", lambda: [r(4, 4)])(lambda x: _where_max(x, upper))
     case("neg_inf_shape_ops", lambda: [r(2, 4, 4)])(lambda x: _mask_shapes(x))
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).double()
+    square = torch.nn.Transformer.generate_square_subsequent_mask(4).double()  # 0 and -inf
+    case("neg_inf_constant_mask_mha", lambda: [r(2, 4, 8), r(2, 4, 8)])(
+        grad_of(lambda x: mha(x, x, x, attn_mask=square, need_weights=False)[0]))
+    case("neg_inf_bool_mask_mha_baddbmm", lambda: [r(2, 4, 8), r(2, 4, 8)])(
+        grad_of(lambda x: mha(x, x, x, attn_mask=torch.ones(4, 4, dtype=torch.bool).triu(1),
+                              need_weights=False)[0]))
 
     # ---- more activations and pointwise functions (lowering/rules_activations.py)
     for act, fn in (("leaky_relu", lambda x: F.leaky_relu(x, 0.1)), ("elu", F.elu),

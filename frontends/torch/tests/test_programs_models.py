@@ -24,6 +24,8 @@ CASES = [
     ("context_parallel", "cp=2", None, 0, None),
     ("context_parallel", "cp=2", "causal-offset", 1, "grad:"),
     ("context_parallel", "cp=2", "no-average", 1, "grad:"),
+    ("torch_encoder", "dp=2", None, 0, None),
+    ("torch_encoder", "dp=2", "sum-not-average", 1, "grad:"),
 ]
 
 

@@ -103,8 +103,28 @@ def _mask_to(L, mask, shape):
 
 # ---- sources: -inf enters as a number
 
+@inf_rule("shardproof.constant")
+def constant(L, value):
+    """A tensor constant holding -inf (`nn.Transformer.generate_square_subsequent_mask`):
+    its finite elements with 0 where -inf, and the mask of the -inf ones."""
+    from .rules_shape import constant as finite_constant
+    if not isinstance(value, list):
+        return full(L, value)
+    if any(is_inf_number(v) and v > 0 for v in value):
+        raise refuse(L, "+inf cannot be modelled over the reals")
+    out = L.out_meta()
+    finite = finite_constant(L, [0 if is_inf_number(v) else v for v in value])
+    saved = L.out_meta
+    try:
+        L.out_meta = lambda i=0: type("M", (), {"shape": out.shape, "dtype": "bool"})
+        mask = finite_constant(L, [is_inf_number(v) for v in value])
+    finally:
+        L.out_meta = saved
+    return NegInf(finite, mask)
+
+
 @inf_rule("aten.full.default", "aten.full_like.default", "aten.fill.Scalar",
-          "aten.new_full.default", "aten.scalar_tensor.default", "shardproof.constant")
+          "aten.new_full.default", "aten.scalar_tensor.default")
 def full(L, *args, **kwargs):
     value = next(a for a in list(args) + list(kwargs.values()) if is_inf_number(a))
     out = L.out_meta()
@@ -363,3 +383,16 @@ def log_softmax_backward(L, grad, y, dim, input_dtype):
     s = L.reduce("sum", grad, [dim], True)
     return L.binary("sub", grad, L.binary("mul", ey, s, out.dtype, out.shape), out.dtype,
                     out.shape)
+
+
+@inf_rule("aten.baddbmm.default", "aten.addmm.default")
+def addmm(L, bias, a, b, beta=1, alpha=1):
+    """A -inf additive mask as the bias of a batched product (nn.MultiheadAttention):
+    beta * bias + alpha * a @ b keeps the bias's -inf."""
+    from .rules_reduce import addmm as finite_addmm
+    if not isinstance(bias, NegInf) or isinstance(a, NegInf) or isinstance(b, NegInf) or \
+            not beta > 0:
+        raise refuse(L)
+    out = L.out_meta()
+    value = finite_addmm(L, bias.value, a, b, beta, alpha)
+    return NegInf(value, _mask_to(L, bias.mask, out.shape))
