@@ -7,25 +7,17 @@ import subprocess
 import pytest
 
 from conftest import REPO, needs_torch
+from harness_runs import bug_env, capture_harness
 
 pytestmark = needs_torch
 EXAMPLES = os.path.join(REPO, "examples", "torch")
 
 
 def capture(example, tmp_path, mesh, bug=None, extra=()):
-    from shardproof_torch.__main__ import main
     out = tmp_path / f"{os.path.basename(example)}-{bug or 'ok'}.json"
-    old = os.environ.get("SHARDPROOF_EXAMPLE_BUG")
-    os.environ["SHARDPROOF_EXAMPLE_BUG"] = bug or ""
-    try:
-        rc = main(["capture", os.path.join(EXAMPLES, example, "harness.py"), "--mesh", mesh,
-                   "-o", str(out), *extra])
-    finally:
-        if old is None:
-            os.environ.pop("SHARDPROOF_EXAMPLE_BUG", None)
-        else:
-            os.environ["SHARDPROOF_EXAMPLE_BUG"] = old
-    assert rc == 0
+    rc, err = capture_harness(os.path.join(EXAMPLES, example, "harness.py"), out, bug_env(bug),
+                              mesh, extra)
+    assert rc == 0, err
     return out
 
 

@@ -4,11 +4,11 @@ attention. Each correct program is equivalent; each bug is not equivalent, with 
 the program's own files."""
 import json
 import os
-import subprocess
 
 import pytest
 
 from conftest import HERE, needs_torch
+from harness_runs import bug_env, capture_harness, verify_plan
 
 pytestmark = needs_torch
 PROGRAMS = os.path.join(HERE, "programs")
@@ -29,31 +29,15 @@ CASES = [
 ]
 
 
-def capture(program, mesh, bug, tmp_path):
-    from shardproof_torch.__main__ import main
-    out = tmp_path / f"{program}-{bug or 'ok'}.json"
-    old = os.environ.get("SHARDPROOF_EXAMPLE_BUG")
-    os.environ["SHARDPROOF_EXAMPLE_BUG"] = bug or ""
-    try:
-        rc = main(["capture", os.path.join(PROGRAMS, program, "harness.py"), "--mesh", mesh,
-                   "-o", str(out)])
-    finally:
-        if old is None:
-            os.environ.pop("SHARDPROOF_EXAMPLE_BUG", None)
-        else:
-            os.environ["SHARDPROOF_EXAMPLE_BUG"] = old
-    assert rc == 0
-    return out
-
-
 @pytest.mark.parametrize("program,mesh,bug,expected,tensor", CASES,
                          ids=[f"{c[0]}-{c[2] or 'ok'}" for c in CASES])
 def test_program_verdict(program, mesh, bug, expected, tensor, tmp_path, shardproof_bin):
-    plan = capture(program, mesh, bug, tmp_path)
-    p = subprocess.run([shardproof_bin, "verify", "--no-daemon", "--no-cache", "--format",
-                        "json", str(plan)], capture_output=True, text=True, timeout=600)
-    assert p.returncode == expected, p.stdout[-3000:] + p.stderr[-2000:]
-    report = json.loads(p.stdout)
+    plan = tmp_path / f"{program}-{bug or 'ok'}.json"
+    rc, err = capture_harness(os.path.join(PROGRAMS, program, "harness.py"), plan,
+                              bug_env(bug), mesh)
+    assert rc == 0, err
+    rc, report = verify_plan(shardproof_bin, plan)
+    assert rc == expected, json.dumps(report)[-3000:]
     if expected == 0:
         assert report["verdict"] == "equivalent"
         return

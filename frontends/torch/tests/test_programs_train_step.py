@@ -7,12 +7,11 @@ at their line."""
 import json
 import os
 import re
-import subprocess
-import time
 
 import pytest
 
 from conftest import HAVE_TORCH, HERE, needs_torch
+from harness_runs import bug_env, capture_harness, verify_plan
 
 if HAVE_TORCH:
     import torch
@@ -23,41 +22,12 @@ PROGRAMS = os.path.join(HERE, "programs")
 
 def capture(program, tmp_path, env=None, mesh=None):
     """(rc, stderr, plan path) of capturing programs/<program>/harness.py under env."""
-    from shardproof_torch.__main__ import main
-    env = dict(env or {})
-    out = tmp_path / f"{program}-{abs(hash(tuple(sorted(env.items()))))}.json"
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    args = ["capture", os.path.join(PROGRAMS, program, "harness.py"), "-o", str(out)]
-    if mesh:
-        args += ["--mesh", mesh]
-    import io
-    import contextlib
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            rc = main(args)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return rc, err.getvalue(), out
+    out = tmp_path / f"{program}-{abs(hash(tuple(sorted((env or {}).items()))))}.json"
+    rc, err = capture_harness(os.path.join(PROGRAMS, program, "harness.py"), out, env, mesh)
+    return rc, err, out
 
 
-def verify(binary, plan):
-    t0 = time.time()
-    p = subprocess.run([binary, "verify", "--no-daemon", "--no-cache", "--format", "json",
-                        str(plan)], capture_output=True, text=True, timeout=600)
-    report = json.loads(p.stdout) if p.stdout.strip().startswith("{") else {"raw": p.stdout,
-                                                                              "err": p.stderr}
-    report["_seconds"] = round(time.time() - t0, 1)
-    return p.returncode, report
-
-
-def bug_env(bug, **env):
-    return dict(env, SHARDPROOF_EXAMPLE_BUG=bug or "")
+verify = verify_plan
 
 
 # (program, env, bugs): the correct program (bug None) is equivalent, every bug is not
