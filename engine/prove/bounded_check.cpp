@@ -17,6 +17,16 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<long> g_interrupts{0}, g_overruns{0};
 thread_local std::function<void()> t_overrun_handler;
+thread_local unsigned t_grace_ms = 0;
+// Set once a check of this thread overran: its solve was abandoned, so the
+// thread asks nothing more (each further check would be unknown anyway).
+thread_local bool t_abandoned = false;
+
+// How a watched check ended.
+struct Watched {
+  bool interrupted = false;
+  bool overran = false;
+};
 
 // The checks running now, by ticket, and the one thread that interrupts
 // those past their deadline and reports those past their grace. Both are
@@ -24,27 +34,28 @@ thread_local std::function<void()> t_overrun_handler;
 // interrupted after its check has been disarmed (and may be destroyed).
 class Watchdog {
  public:
+  // Never destroyed: an abandoned solve (solve_abandonable.h) may still
+  // disarm its check while the process exits.
   static Watchdog& instance() {
-    static Watchdog watchdog;
-    return watchdog;
+    static Watchdog* watchdog = new Watchdog;
+    return *watchdog;
   }
 
-  uint64_t arm(Z3_context ctx, Clock::time_point deadline, Clock::time_point overrun,
-               std::function<void()> on_overrun) {
+  uint64_t arm(Z3_context ctx, Z3_solver solver, Clock::time_point deadline,
+               Clock::time_point overrun, std::function<void()> on_overrun) {
     std::lock_guard<std::mutex> lock(mutex_);
     const uint64_t ticket = next_++;
-    watched_.emplace(ticket, Watch{ctx, deadline, overrun, std::move(on_overrun), false});
+    watched_.emplace(ticket, Watch{ctx, solver, deadline, overrun, std::move(on_overrun), false});
     wake_.notify_one();
     return ticket;
   }
 
-  // Whether the check was interrupted.
-  bool disarm(uint64_t ticket) {
+  Watched disarm(uint64_t ticket) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = watched_.find(ticket);
-    const bool fired = it->second.fired;
+    const Watched ended{it->second.fired, it->second.overran};
     watched_.erase(it);
-    return fired;
+    return ended;
   }
 
   Watchdog(const Watchdog&) = delete;
@@ -53,9 +64,11 @@ class Watchdog {
  private:
   struct Watch {
     Z3_context ctx;
+    Z3_solver solver;
     Clock::time_point deadline, overrun;
     std::function<void()> on_overrun;  // emptied once called
     bool fired;
+    bool overran = false;
     // When the watchdog acts on it next (max: never).
     Clock::time_point next() const {
       if (!fired) return deadline;
@@ -63,19 +76,12 @@ class Watchdog {
     }
   };
 
-  Watchdog() : thread_([this] { run(); }) {}
-  ~Watchdog() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_one();
-    thread_.join();
+  Watchdog() {
+    std::thread([this] { run(); }).detach();
   }
-
   void run() {
     std::unique_lock<std::mutex> lock(mutex_);
-    while (!stop_) {
+    while (true) {
       Watch* first = nullptr;
       for (auto& [ticket, watch] : watched_)
         if (!first || watch.next() < first->next()) first = &watch;
@@ -84,12 +90,15 @@ class Watchdog {
       } else if (Clock::now() < first->next()) {
         wake_.wait_until(lock, first->next());
       } else if (!first->fired) {
-        Z3_interrupt(first->ctx);
+        // The solver's running check only: Z3_interrupt would leave the
+        // context cancelled for later calls (simplify throws "canceled").
+        Z3_solver_interrupt(first->ctx, first->solver);
         first->fired = true;
         ++g_interrupts;
       } else {
         std::function<void()> report = std::move(first->on_overrun);
         first->on_overrun = nullptr;
+        first->overran = true;
         ++g_overruns;
         report();
       }
@@ -100,24 +109,20 @@ class Watchdog {
   std::condition_variable wake_;
   std::map<uint64_t, Watch> watched_;
   uint64_t next_ = 0;
-  bool stop_ = false;
-  std::thread thread_;  // last: starts once the members above exist
 };
 
 // Disarms on every way out of the check, a Z3 exception included.
 class Armed {
  public:
-  Armed(Z3_context ctx, unsigned timeout_ms)
+  Armed(z3::solver& solver, unsigned timeout_ms)
       : ticket_(Watchdog::instance().arm(
-            ctx, Clock::now() + std::chrono::milliseconds(timeout_ms),
-            Clock::now() +
-                std::chrono::milliseconds(uint64_t{timeout_ms} + overrun_grace_ms(timeout_ms)),
+            solver.ctx(), solver, Clock::now() + std::chrono::milliseconds(timeout_ms),
+            Clock::now() + std::chrono::milliseconds(uint64_t{timeout_ms} + t_grace_ms),
             t_overrun_handler)) {}
   ~Armed() {
     if (armed_) Watchdog::instance().disarm(ticket_);
   }
-  // Whether the watchdog interrupted the check.
-  bool disarm() {
+  Watched disarm() {
     armed_ = false;
     return Watchdog::instance().disarm(ticket_);
   }
@@ -143,21 +148,26 @@ z3::check_result bounded_check(z3::solver& solver, unsigned timeout_ms, std::str
     if (result == z3::unknown && why) *why = solver.reason_unknown();
     return result;
   }
-  Armed armed(ctx, timeout_ms);
+  if (t_abandoned) {
+    if (why) *why = "abandoned";
+    return z3::unknown;
+  }
+  Armed armed(solver, timeout_ms);
   z3::check_result result = z3::unknown;
-  bool interrupted = false;
+  Watched ended;
   try {
     result = solver.check();
-    interrupted = armed.disarm();
+    ended = armed.disarm();
   } catch (const z3::exception&) {
     // An interrupt may surface as an error ("canceled"): unknown. Any
     // other Z3 error is the caller's.
-    if (!armed.disarm()) throw;
-    interrupted = true;
+    ended = armed.disarm();
+    if (!ended.interrupted) throw;
   }
+  t_abandoned = t_abandoned || ended.overran;
   // Whatever the check returned once interrupted (an answer that raced the
   // deadline included), it is not trusted: unknown.
-  if (interrupted) {
+  if (ended.interrupted) {
     if (why) *why = "interrupted after " + std::to_string(timeout_ms) + " ms of wall clock";
     return z3::unknown;
   }
@@ -165,13 +175,10 @@ z3::check_result bounded_check(z3::solver& solver, unsigned timeout_ms, std::str
   return result;
 }
 
-// A second at least: an interrupted check takes a moment to unwind.
-unsigned overrun_grace_ms(unsigned timeout_ms) {
-  return std::max(timeout_ms, 1'000u);
-}
-
-void set_overrun_handler(std::function<void()> handler) {
+void set_overrun_handler(std::function<void()> handler, unsigned grace_ms) {
   t_overrun_handler = std::move(handler);
+  t_grace_ms = grace_ms;
+  t_abandoned = false;
 }
 
 long watchdog_interrupts() {

@@ -15,6 +15,9 @@ namespace shardproof {
 
 using StageSolve = std::function<StageOutcome(const Stage&, const ProverOptions&)>;
 
+// How long past its deadline a check may run before its solve is abandoned.
+unsigned abandon_after_ms(const ProverOptions& options);
+
 // `solve(stage, options)`, or nullopt when one of its checks overran. Without
 // a timeout (options.timeout_ms == 0) nothing is bounded: `solve` runs here.
 std::optional<StageOutcome> solve_abandonable(const Stage& stage, const ProverOptions& options,

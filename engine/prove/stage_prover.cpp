@@ -520,7 +520,7 @@ StageOutcome prove_stage(const Stage& stage, const ProverOptions& options) {
         stage, abandoned,
         "a solver check ran past its wall-clock deadline and did not stop when interrupted "
         "(Z3 4.8 does not look for interrupts in some nonlinear search); it was abandoned " +
-            std::to_string(overrun_grace_ms(options.timeout_ms)) + " ms later");
+            std::to_string(abandon_after_ms(options)) + " ms later");
   });
   out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return out;
