@@ -1,6 +1,5 @@
 #include "engine/prove/bounded_check.h"
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
