@@ -8,8 +8,10 @@
 #include <stdexcept>
 
 #include "engine/ops/algebra.h"
+#include "engine/prove/bounded_check.h"
 #include "engine/prove/counterexample.h"
 #include "engine/prove/independent_parts.h"
+#include "engine/prove/solve_abandonable.h"
 #include "engine/prove/stage_testing.h"
 #include "engine/prove/sweep.h"
 #include "engine/stage/stage_claims.h"
@@ -170,7 +172,7 @@ class Prover {
     if (any_unsat && !alg_.assumptions().empty()) {
       ++out.queries;
       z3::solver solver = make_solver();
-      if (solver.check() != z3::sat)
+      if (check(solver, Budget{}) != z3::sat)
         return unknown(out,
                        "the stage's assumptions (nonzero denominators, valid indices) "
                        "cannot hold together, so its proof would be vacuous");
@@ -210,19 +212,20 @@ class Prover {
     const Budget first{options_.timeout_ms / kFirstTryTimeoutShare,
                        options_.rlimit / kFirstTryRlimitShare};
     z3::solver solver = claim_query(z3::mk_or(differs), out, first);
-    z3::check_result result = solver.check();
-    std::string why = result == z3::unknown ? solver.reason_unknown() : "";
+    std::string why;
+    z3::check_result result = check(solver, first, &why);
     if (result == z3::unknown)
       result = each_element(differs, differences, pending, out, solver, why);
     if (result == z3::unknown) {
       solver = claim_query(z3::mk_or(differs), out);
-      result = solver.check();
-      if (result == z3::unknown) why = solver.reason_unknown() + "; " + why;
+      std::string whole_why;
+      result = check(solver, Budget{}, &whole_why);
+      if (result == z3::unknown) why = whole_why + "; " + why;
     }
     if (result == z3::unsat) return ClaimResult::Proven;
     if (result == z3::unknown) {
       unknown(out, "the solver gave up on " + claim.label + " (" + why +
-                       "); raise --rlimit to try harder");
+                       "); raise --rlimit or --timeout-ms to try harder");
       return ClaimResult::Stop;
     }
     z3::model model = solver.get_model();
@@ -238,7 +241,7 @@ class Prover {
     z3::expr_vector obligations(ctx_);
     for (const z3::expr& o : alg_.obligations()) obligations.push_back(o);
     solver.add(!z3::mk_and(obligations));
-    const z3::check_result result = solver.check();
+    const z3::check_result result = check(solver, Budget{});
     if (result == z3::unknown) return std::nullopt;
     if (result == z3::unsat) return true;
     Finding f = base_finding();
@@ -293,10 +296,11 @@ class Prover {
         if (neq.is_false()) continue;
       }
       z3::solver single = claim_query(neq, out, Budget{*left});
-      const z3::check_result r = single.check();
+      std::string single_why;
+      const z3::check_result r = check(single, Budget{*left}, &single_why);
       if (r == z3::unsat) continue;
       if (r == z3::unknown) {
-        why = single.reason_unknown() + ", element by element";
+        why = single_why + ", element by element";
         return z3::unknown;
       }
       solver = single;
@@ -345,21 +349,16 @@ class Prover {
                                unsigned timeout_ms) {
     ++out.queries;
     if (!scratch_) scratch_.emplace(bare_solver(Budget{}));
-    if (options_.timeout_ms > 0) {
-      z3::params limits(ctx_);
-      limits.set("timeout", timeout_ms);
-      scratch_->set(limits);
-    }
     scratch_->push();
     for (const z3::expr& condition : parts.relevant(query)) scratch_->add(condition);
     scratch_->add(query);
-    z3::check_result result = scratch_->check();
+    z3::check_result result = check(*scratch_, Budget{timeout_ms});
     scratch_->pop();
     if (result != z3::unknown) return result;
     z3::solver fresh = bare_solver(Budget{timeout_ms});
     for (const z3::expr& condition : parts.relevant(query)) fresh.add(condition);
     fresh.add(query);
-    return fresh.check();
+    return check(fresh, Budget{timeout_ms});
   }
 
   // A query for one claim: the difference `differs` with the index
@@ -381,15 +380,20 @@ class Prover {
     return solver;
   }
 
+  // The one way a query is asked: rlimit is the deterministic budget
+  // (bare_solver); Z3 4.8 does not count every nonlinear search step against
+  // it, so wall-clock time bounds every check too (bounded_check.h).
+  z3::check_result check(z3::solver& solver, Budget budget, std::string* why = nullptr) {
+    if (options_.timeout_ms == 0) return bounded_check(solver, 0, why);  // none
+    return bounded_check(solver, budget.timeout_ms ? budget.timeout_ms : options_.timeout_ms, why);
+  }
+
+  // A solver with `budget`'s rlimit (its wall-clock limit is check()'s).
   z3::solver bare_solver(Budget budget) {
     z3::solver solver(ctx_);
     z3::params params(ctx_);
-    // rlimit is the deterministic budget; Z3 4.8 does not count every
-    // nonlinear search step against it, so a wall-clock timeout backs it up.
     const uint64_t rlimit = budget.rlimit ? budget.rlimit : options_.rlimit;
     params.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(rlimit, 4'000'000'000u)));
-    if (options_.timeout_ms > 0)
-      params.set("timeout", budget.timeout_ms ? budget.timeout_ms : options_.timeout_ms);
     // Z3's own SIGINT handler crashes a process that solves on threads; the
     // CLI and the daemon handle Ctrl-C themselves (cli/interrupt.h).
     params.set("ctrl_c", false);
@@ -478,25 +482,46 @@ class Prover {
 
 }  // namespace
 
-StageOutcome prove_stage(const Stage& stage, const ProverOptions& options) {
-  auto start = Clock::now();
-  StageOutcome out;
+namespace {
+
+// `decide()`, with an exception turned into an internal error.
+template <class Decide>
+StageOutcome guarded(const Stage& stage, Decide decide) {
   try {
-    if (std::optional<StageOutcome> decided = decided_by_testing(stage, options)) {
-      out = std::move(*decided);
-    } else {
-      Prover prover(stage, options);
-      out = prover.run();
-    }
+    return decide();
   } catch (const z3::exception& e) {
-    out = StageOutcome{};
+    StageOutcome out;
     out.status = StageStatus::InternalError;
     out.error = "stage " + std::to_string(stage.id) + ": Z3 error: " + e.msg();
+    return out;
   } catch (const std::exception& e) {
-    out = StageOutcome{};
+    StageOutcome out;
     out.status = StageStatus::InternalError;
     out.error = "stage " + std::to_string(stage.id) + ": " + e.what();
+    return out;
   }
+}
+
+StageOutcome solve(const Stage& stage, const ProverOptions& options) {
+  return guarded(stage, [&] { return Prover(stage, options).run(); });
+}
+
+}  // namespace
+
+StageOutcome prove_stage(const Stage& stage, const ProverOptions& options) {
+  auto start = Clock::now();
+  StageOutcome out = guarded(stage, [&] {
+    if (std::optional<StageOutcome> decided = decided_by_testing(stage, options))
+      return std::move(*decided);
+    if (std::optional<StageOutcome> solved = solve_abandonable(stage, options, solve))
+      return std::move(*solved);
+    StageOutcome abandoned;
+    return unknown_outcome(
+        stage, abandoned,
+        "a solver check ran past its wall-clock deadline and did not stop when interrupted "
+        "(Z3 4.8 does not look for interrupts in some nonlinear search); it was abandoned " +
+            std::to_string(abandon_after_ms(options)) + " ms later");
+  });
   out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return out;
 }

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "engine/format/plan_parser.h"
+#include "engine/prove/bounded_check.h"
 #include "engine/prove/stage_testing.h"
 #include "engine/stage/stage.h"
 #include "engine/verifier.h"
@@ -127,6 +128,10 @@ int main(int argc, char** argv) {
       std::printf(" %s %lld", v.c_str(), static_cast<long long>(n));
     std::printf("\n");
   }
+  // Checks past their deadline (bounded_check.h): interrupted, and of those
+  // the ones Z3 did not stop (their stage abandoned, unknown).
+  std::printf("  watchdog: %ld checks interrupted, %ld abandoned\n", watchdog_interrupts(),
+              watchdog_overruns());
   std::printf("soundness fuzz: %lld disagreements\n", static_cast<long long>(disagreements));
   return disagreements > 0 ? 1 : 0;
 }
