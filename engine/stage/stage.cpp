@@ -4,6 +4,7 @@
 #include "engine/core/contraction.h"
 #include "engine/core/parallel_for.h"
 #include "engine/stage/claim_cone.h"
+#include "engine/stage/defined_cut.h"
 #include "engine/stage/demanded_region.h"
 
 #include <algorithm>
@@ -85,6 +86,31 @@ class GraphCone {
   std::set<int> reached_, seen_, ops_;
 };
 
+// Cut tensors that `cone` (from `seeds`) never reads are computed in the stage
+// when their producers are at hand (defined_cut.h): they join `defined` and
+// the seeds, each demanded as the hull of its claimed slices, and the cone
+// is walked again.
+void define_unread_cut(const Graph& log, const std::set<int>& cut,
+                       const std::map<int, SliceSpec>& claimed,
+                       std::vector<std::pair<int, SliceSpec>> seeds, std::set<int>& defined,
+                       std::vector<int>& cone, const std::function<bool(int)>& stop) {
+  std::set<int> held;
+  for (const auto& seed : seeds) held.insert(seed.first);
+  for (int op : cone) {
+    held.insert(log.ops[op].in.begin(), log.ops[op].in.end());
+    held.insert(log.ops[op].out.begin(), log.ops[op].out.end());
+  }
+  std::vector<int> unread;
+  for (int t : cut)
+    if (!held.count(t)) unread.push_back(t);
+  if (unread.empty()) return;
+  for (int t : defined_cut_tensors(log, unread, held)) {
+    defined.insert(t);
+    seeds.push_back({t, claimed.at(t)});
+  }
+  if (!defined.empty()) cone = demanded_cone(log, seeds, stop);
+}
+
 }  // namespace
 
 // The cones of a stage: its parallel cone (stopping at lineage tensors
@@ -104,6 +130,7 @@ void cut_cones(const Plan& plan, StageUnit& unit) {
   // computes it from them, taken as free (a stronger statement, as for any
   // cut), unless an operand is the target itself.
   std::set<int> cut, operands, restricted;
+  std::map<int, SliceSpec> claimed;  // per cut tensor, the hull of the slices claimed
   const std::set<int> par_op_set(unit.parallel_cone.begin(), unit.parallel_cone.end());
   for (int t : par_reached) {
     bool produced_inside = par.producer[t] >= 0 && par_op_set.count(par.producer[t]) > 0;
@@ -111,13 +138,18 @@ void cut_cones(const Plan& plan, StageUnit& unit) {
     const Lineage& of = *par.tensors[t].of;
     if (of.over.empty()) {
       cut.insert(of.logical);
+      auto [it, fresh] = claimed.emplace(of.logical, of.slice);
+      for (size_t d = 0; !fresh && d < of.slice.size(); ++d)
+        it->second[d] = {std::min(it->second[d].first, of.slice[d].first),
+                         std::max(it->second[d].second, of.slice[d].second)};
       continue;
     }
     restricted.insert(log.producer[of.logical]);
     for (int in : log.ops[log.producer[of.logical]].in) operands.insert(in);
   }
+  std::set<int> defined;  // cut tensors the stage computes (defined_cut.h)
   std::function<bool(int)> stop = [&](int t) {
-    return cut.count(t) > 0 || (operands.count(t) && t != unit.logical);
+    return (cut.count(t) > 0 && !defined.count(t)) || (operands.count(t) && t != unit.logical);
   };
   // A restricted group's target is its producer over a box: the cone starts
   // at the producer's operands, each demanded as the slice demands it, cut
@@ -148,6 +180,7 @@ void cut_cones(const Plan& plan, StageUnit& unit) {
   if ((unit.over.empty() && cut.count(unit.logical)) || seeds.empty()) return;
   // Only what the claimed region depends on; the rest are free leaves.
   unit.logical_cone = demanded_cone(log, seeds, stop);
+  define_unread_cut(log, cut, claimed, seeds, defined, unit.logical_cone, stop);
 }
 
 namespace {
