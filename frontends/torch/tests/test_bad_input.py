@@ -28,6 +28,7 @@ CASES = {
     "neg_inf_summed.py": ("infinity", 9),
     "one_hot_without_classes.py": ("data-dependent", 9),
     "ddp_wrapper.py": ("collective-bypass", 8),
+    "neg_inf_subtracted.py": ("infinity", 9),
 }
 
 

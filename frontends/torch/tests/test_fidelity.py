@@ -193,7 +193,8 @@ if HAVE_TORCH:
 
 def _hand_softmax(y):
     e = (y - y.amax(-1, keepdim=True)).exp()
-    return e / e.sum(-1, keepdim=True)
+    f = (y - y.max(-1).values.unsqueeze(-1) * 1.0).exp()  # the max through shape ops
+    return e / e.sum(-1, keepdim=True), f / f.sum(-1, keepdim=True)
 
 
 def _where_max(x, m):

@@ -17,9 +17,10 @@ class NegInf:
     """A tensor that is -inf where `mask` is true, `value` elsewhere (value is any finite
     number at the masked positions). `mask` broadcasts to `value`'s shape."""
 
-    def __init__(self, value: V, mask: V):
+    def __init__(self, value: V, mask: V, row_max=False):
         self.value = value
         self.mask = mask
+        self.row_max = row_max  # a max over some dims: -inf only where all of them are
 
     @property
     def shape(self):
@@ -176,8 +177,9 @@ def add(L, a, b, alpha=1):
 def sub(L, a, b, alpha=1):
     """Subtracting a pair is allowed only as `x - max(x)`'s shape: the subtrahend is -inf
     only where a whole row is (NaN in torch, out of scope); a -inf number is refused."""
-    if is_inf_number(b) or not alpha > 0:
-        raise refuse(L, "subtracting -inf gives +inf, which cannot be modelled over the reals")
+    if is_inf_number(b) or not alpha > 0 or (isinstance(b, NegInf) and not b.row_max):
+        raise refuse(L, "subtracting -inf gives +inf, which cannot be modelled over the reals "
+                     "(only x - max(x) is: a row that is -inf everywhere is out of scope)")
     out = L.out_meta()
     av, am = _split(L, a, out.dtype, out.shape)
     bv = b.value if isinstance(b, NegInf) else L.cast(L.tensor(b, out.dtype), out.dtype)
@@ -214,7 +216,7 @@ def mul_div(L, a, b):
             raise refuse(L, "-inf times (or over) anything but a positive number is not "
                          "modelled (its sign, or 0 * inf, is unknown)")
     factor = b if "mul" in L.node.op else 1 / b
-    return NegInf(L.scale(a.value, factor), a.mask)
+    return NegInf(L.scale(a.value, factor), a.mask, a.row_max)
 
 
 @inf_rule("aten.exp.default")
@@ -230,8 +232,8 @@ def _on_both(L, fn, x, *args, **kwargs):
     value = fn(L, x.value, *args, **kwargs)
     mask = fn(L, _mask_to(L, x.mask, x.shape), *args, **kwargs)
     if isinstance(value, (list, tuple)):
-        return [NegInf(v, m) for v, m in zip(value, mask)]
-    return NegInf(value, mask)
+        return [NegInf(v, m, x.row_max) for v, m in zip(value, mask)]
+    return NegInf(value, mask, x.row_max)
 
 
 def _shape_rule(name):
@@ -284,7 +286,7 @@ def to_copy(L, x, *args, **kwargs):
     out = L.out_meta()
     if dclass(out.dtype) != "real":
         raise refuse(L, "-inf cast to an integer or bool type")
-    return NegInf(L.cast(x.value, out.dtype), x.mask)
+    return NegInf(L.cast(x.value, out.dtype), x.mask, x.row_max)
 
 
 @inf_rule("aten.cat.default")
@@ -352,7 +354,7 @@ def _masked_max(L, x, dims, keepdim):
                          x.shape, "bool", base="neginf_kept"), x.dtype)
     any_kept = L.reduce("max", kept, dims, keepdim)
     all_masked = L.binary("eq", any_kept, 0, "bool", any_kept.shape)
-    return NegInf(value, all_masked)
+    return NegInf(value, all_masked, row_max=True)
 
 
 @inf_rule("aten.amax.default")
