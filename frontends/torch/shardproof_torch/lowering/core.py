@@ -3,7 +3,7 @@ trace's live nodes and applies one rule per ATen op."""
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from ..errors import error_at
+from ..errors import CaptureError, error_at
 from ..trace import Ref, Trace
 from .numbers import exact
 
@@ -20,7 +20,6 @@ SHAPE_ONLY = {"aten.fill.Scalar", "aten.zeros_like.default", "aten.ones_like.def
 
 COLLECTIVES = {f"shardproof.{k}.default" for k in (
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send", "recv")}
-
 
 
 def unread_args(node):
@@ -336,11 +335,9 @@ class Lowerer:
                 self.env[Ref(node.id, i)] = r
         self.node = None
 
-
     def _apply(self, fn, args, kwargs):
         """A rule's result; a rule that fails on arguments it did not expect is a clear
         error at the user's line, never a traceback."""
-        from ..errors import CaptureError
         try:
             return fn(self, *args, **kwargs)
         except CaptureError:

@@ -113,14 +113,8 @@ def constant(L, value):
         return full(L, value)
     if any(is_inf_number(v) and v > 0 for v in value):
         raise refuse(L, "+inf cannot be modelled over the reals")
-    out = L.out_meta()
     finite = finite_constant(L, [0 if is_inf_number(v) else v for v in value])
-    saved = L.out_meta
-    try:
-        L.out_meta = lambda i=0: type("M", (), {"shape": out.shape, "dtype": "bool"})
-        mask = finite_constant(L, [is_inf_number(v) for v in value])
-    finally:
-        L.out_meta = saved
+    mask = _with_dtype(finite_constant, "bool")(L, [is_inf_number(v) for v in value])
     return NegInf(finite, mask)
 
 
@@ -129,8 +123,8 @@ def constant(L, value):
 def full(L, *args, **kwargs):
     value = next(a for a in list(args) + list(kwargs.values()) if is_inf_number(a))
     out = L.out_meta()
-    v, m = _split(L, value, out.dtype, out.shape)
-    return NegInf(L.const(0, out.shape, out.dtype), _mask_to(L, m, out.shape))
+    _, mask = _split(L, value, out.dtype, out.shape)
+    return NegInf(L.const(0, out.shape, out.dtype), _mask_to(L, mask, out.shape))
 
 
 @inf_rule("aten.masked_fill.Scalar", "aten.masked_fill.Tensor")
@@ -138,11 +132,10 @@ def masked_fill(L, x, mask, value):
     out = L.out_meta()
     xv, xm = _split(L, x, out.dtype, out.shape)
     mask = L.cast(mask, "bool")
-    if is_inf_number(value) or isinstance(value, NegInf):
-        if isinstance(value, NegInf):
-            raise refuse(L)
-        if value > 0:
-            raise refuse(L, "+inf cannot be modelled over the reals")
+    if isinstance(value, NegInf):
+        raise refuse(L)
+    if is_inf_number(value):
+        _split(L, value, out.dtype, out.shape)  # refuses +inf
         return NegInf(xv, _mask_to(L, _or(L, xm, mask), out.shape))
     fill = _finite(L, value, out.dtype)
     return NegInf(_where(L, mask, fill, xv, out.dtype), _mask_to(L, _and_not(L, xm, mask),
@@ -248,20 +241,27 @@ def _shape_rule(name):
 
 
 def _keep_dtype(finite):
-    """The finite rule reads the output's shape and dtype from the node; the mask's dtype is
-    bool, so the node's dtype is replaced by the operand's."""
+    """The finite rule with the operand's dtype as the output's (a mask stays bool)."""
     def run(L, x, *args, **kwargs):
+        return _with_dtype(finite, x.dtype)(L, x, *args, **kwargs)
+    return run
+
+
+def _with_dtype(finite, dtype):
+    """A finite rule run with the node's output dtype replaced by `dtype`: the rules read
+    the output's shape and dtype from the node, and a mask's dtype is bool."""
+    def run(L, *args, **kwargs):
         meta = L.node.outs[0]
         original = L.out_meta
 
         class _Meta:
             shape = meta.shape
-            dtype = x.dtype
             contiguous = meta.contiguous
 
+        _Meta.dtype = dtype
         L.out_meta = lambda i=0: _Meta if i == 0 else original(i)
         try:
-            return finite(L, x, *args, **kwargs)
+            return finite(L, *args, **kwargs)
         finally:
             L.out_meta = original
     return run
