@@ -1,6 +1,7 @@
 #include "engine/format/file_text.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,14 +66,11 @@ std::optional<std::string> read_file_text(const std::string& path, std::string* 
     ::close(fd);
     return fail(error, path, kind);
   }
-  if (S_ISFIFO(st.st_mode)) {
-    // A pipe: now wait for its writer, as a plain open would have.
-    ::close(fd);
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(error, path, std::strerror(errno));
-  } else {
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  }
+  // A pipe keeps its non-blocking descriptor: closing it to reopen blocking
+  // would drop what a writer already wrote (and then wait for a writer that
+  // has gone). Reads poll instead; anything else reads blocking.
+  const bool pipe = S_ISFIFO(st.st_mode);
+  if (!pipe) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   const uint64_t limit = max_file_bytes();
   auto too_large = [&] {
     ::close(fd);
@@ -87,8 +85,15 @@ std::optional<std::string> read_file_text(const std::string& path, std::string* 
   if (S_ISREG(st.st_mode)) reserve_large(text, static_cast<size_t>(st.st_size));
   char chunk[1 << 16];
   for (;;) {
+    if (pipe) {
+      // Before its first writer, a FIFO reads as ended; Linux reports no
+      // hang-up until a writer has come and gone, so this waits for data or
+      // the writer's end as a blocking open would have.
+      struct pollfd ready = {fd, POLLIN, 0};
+      if (::poll(&ready, 1, -1) < 0 && errno != EINTR) break;
+    }
     ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) {
       int e = errno;
       ::close(fd);
