@@ -149,7 +149,8 @@ const std::vector<BugSpec>& step_bug_table() {
         "as its neighbour does: both wait to send",
         "pipeline schedule with a send/recv pair swapped on one stage (deadlock)"},
        [](const Layout& s) {
-         return needs(s.c.schedule && s.mb >= 2, "--schedule (pp >= 2) and microbatches >= 2");
+         return needs(s.c.schedule && s.mb >= 2 && s.vpp == 1,
+                      "--schedule (pp >= 2), microbatches >= 2 and no --vpp");
        },
        [](const Layout&) { return std::string("schedule"); }},
       {{"schedule-missing-warmup",
