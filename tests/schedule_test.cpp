@@ -122,6 +122,8 @@ TEST(PlannerSchedule, InterleavedIsDeadlockFreeAndMissingWarmupIsNot) {
         auto v = check_schedule(planner_schedule(c));
         EXPECT_EQ(v.kind, Kind::Ok)
             << "pp" << pp << " vpp" << vpp << " mb" << mb << ": " << v.message;
+        // With microbatches == pp every step is a warm-up one (refused there).
+        if (groups == 1) continue;
         c.bug = "schedule-missing-warmup";
         v = check_schedule(planner_schedule(c));
         EXPECT_NE(v.kind, Kind::Ok) << "pp" << pp << " vpp" << vpp << " mb" << mb;
