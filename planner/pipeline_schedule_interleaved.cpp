@@ -8,10 +8,11 @@
 // microbatches == pp), then alternates one forward and one backward, then
 // cools down.
 //
-// Communication as Megatron posts it: between two compute steps one batch
-// (batch_isend_irecv) holds the sends of the step just run and the receive
-// the next one needs, so a rank never waits to send before it has posted its
-// next receive. Virtual stage pp - 1 of chunk v sends to rank 0's chunk v + 1
+// Communication as Megatron posts it: between two compute units (a forward,
+// a steady-state forward and backward, a backward) one batch
+// (batch_isend_irecv) holds the sends of the unit just run and the receives
+// of the next one, so a rank never waits to send before it has posted its
+// next receives. Virtual stage pp - 1 of chunk v sends to rank 0's chunk v + 1
 // (the ring's wrap-around).
 #include "planner/transformer.h"
 
@@ -29,8 +30,9 @@ struct Compute {
   int m;  // micro-batch
 };
 
-// The rank's compute steps in interleaved 1F1B order.
-std::vector<Compute> interleaved_order(const Layout& s, int p) {
+// The rank's compute units in interleaved 1F1B order: a warm-up forward, a
+// steady-state forward and backward, or a cool-down backward.
+std::vector<std::vector<Compute>> interleaved_order(const Layout& s, int p) {
   const int P = s.pp, V = s.vpp, total = s.mb * V;
   auto chunk = [&](int k, bool forward) {
     const int v = (k / P) % V;
@@ -39,14 +41,10 @@ std::vector<Compute> interleaved_order(const Layout& s, int p) {
   auto mb = [&](int k) { return (k / (P * V)) * P + k % P; };
   auto at = [&](int k, bool forward) { return Compute{forward, chunk(k, forward) * P + p, mb(k)}; };
   int warmup = s.mb == P ? total : std::min((P - p - 1) * 2 + (V - 1) * P, total);
-  if (p == 0 && s.bug("schedule-missing-warmup") && warmup > 0) --warmup;
-  std::vector<Compute> order;
-  for (int k = 0; k < warmup; ++k) order.push_back(at(k, true));
-  for (int k = 0; k < total - warmup; ++k) {
-    order.push_back(at(warmup + k, true));
-    order.push_back(at(k, false));
-  }
-  for (int k = total - warmup; k < total; ++k) order.push_back(at(k, false));
+  std::vector<std::vector<Compute>> order;
+  for (int k = 0; k < warmup; ++k) order.push_back({at(k, true)});
+  for (int k = 0; k < total - warmup; ++k) order.push_back({at(warmup + k, true), at(k, false)});
+  for (int k = total - warmup; k < total; ++k) order.push_back({at(k, false)});
   return order;
 }
 
@@ -72,16 +70,23 @@ nlohmann::json interleaved_schedule(const Layout& s) {
             if (x.forward) return x.q + 1 < Q ? p2p(true, next, name(x.q + 1, x.m)) : nullptr;
             return x.q > 0 ? p2p(true, prev, grad(name(x.q, x.m))) : nullptr;
           };
-          auto post = [&](std::initializer_list<nlohmann::json> ops) {
+          // One batch: the sends of unit `done` (if any), then the receives
+          // of unit `next` (if any).
+          using Units = std::vector<std::vector<Compute>>;
+          const Units order = interleaved_order(s, p);
+          auto post = [&](const std::vector<Compute>* done, const std::vector<Compute>* next) {
             nlohmann::json step = nlohmann::json::array();
-            for (const nlohmann::json& op : ops)
-              if (!op.is_null()) step.push_back(op);
+            if (done)
+              for (const Compute& x : *done)
+                if (nlohmann::json op = send(x); !op.is_null()) step.push_back(std::move(op));
+            if (next)
+              for (const Compute& x : *next)
+                if (nlohmann::json op = recv(x); !op.is_null()) step.push_back(std::move(op));
             if (!step.empty()) steps.push_back(std::move(step));
           };
-          const std::vector<Compute> order = interleaved_order(s, p);
-          post({recv(order.front())});
+          post(nullptr, &order.front());
           for (size_t i = 0; i < order.size(); ++i)
-            post({send(order[i]), i + 1 < order.size() ? recv(order[i + 1]) : nullptr});
+            post(&order[i], i + 1 < order.size() ? &order[i + 1] : nullptr);
         }
   return {{"ranks", std::move(ranks)}};
 }

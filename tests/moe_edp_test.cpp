@@ -154,6 +154,21 @@ TEST(MoeEdpPlan, RefusesBugsOutsideTheirMesh) {
                  "needs 1 < ep < dp, zero 0");
 }
 
+// DeepSeek-V3's published shapes (256 experts of 128 slots, hidden 7168) at
+// 4 layers on dp4 ep2 tp2 pp2 with 2 micro-batches: equivalent, and the
+// expert gradient on the dp group found at its tensor.
+TEST(DeepseekV3Edp, PublishedShapesEquivalentAndDpGroupBugFound) {
+  PlanConfig c = testing::transformer_config(4, 4, 2, 2, 2);
+  c.ep = 2;
+  Report r = testing::verify_json(planner::generate_plan("deepseek-v3", c), "deepseek-edp");
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+  c.bug = "expert-grad-on-dp-group";
+  r = testing::verify_json(planner::generate_plan("deepseek-v3", c), "deepseek-edp-bug");
+  EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].tensor, "grad.l3.moe.wg") << testing::explain(r);
+}
+
 TEST(MoeEdpPlan, CompactFormRefusesEpBelowDp) {
   PlanConfig c = dp4_ep2();
   c.compact = true;
