@@ -56,6 +56,10 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
   cmd->add_option("--pp", c.pp, "Pipeline-parallel degree")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  cmd->add_option("--vpp", c.vpp,
+                  "Interleaved pipeline: model chunks (virtual stages) per pp rank (transformers)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--cp", c.cp, "Context-parallel degree (transformers)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
@@ -65,7 +69,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
                   "parameters too (transformers)")
       ->check(CLI::Range(0, 3))
       ->capture_default_str();
-  cmd->add_option("--ep", c.ep, "Expert-parallel degree (MoE models): 1, or dp")
+  cmd->add_option("--ep", c.ep, "Expert-parallel degree (MoE models): divides dp")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_flag("--tie-embeddings", c.tie_embeddings,
@@ -78,7 +82,8 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
                 "(transformers)");
   cmd->add_flag("--clip", c.clip, "Clip gradients by their global norm (transformers)");
   cmd->add_flag("--dropout", c.dropout, "Dropout on each dense MLP output (transformers)");
-  cmd->add_flag("--schedule", c.schedule, "Write the 1F1B pipeline schedule section (pp >= 2)");
+  cmd->add_flag("--schedule", c.schedule,
+                "Write the 1F1B (interleaved with --vpp) pipeline schedule section (pp >= 2)");
   cmd->add_option("--microbatches", c.microbatches, "Micro-batches per step")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();

@@ -35,7 +35,10 @@ Layout::Layout(const PlanConfig& config)
       mb(config.microbatches),
       B(c.batch),
       H(c.hidden) {
-  for (auto [name, v] : {std::pair{"cp", config.cp}, {"ep", config.ep}, {"zero", config.zero + 1}})
+  for (auto [name, v] : {std::pair{"cp", config.cp},
+                         {"ep", config.ep},
+                         {"vpp", config.vpp},
+                         {"zero", config.zero + 1}})
     if (v != 1) reject(std::string(name) + " is not supported by the mlp family");
   if (config.sp) reject("sp is not supported by the mlp family");
   if (config.seq != 0) reject("seq is not supported by the mlp family");

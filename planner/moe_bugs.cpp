@@ -28,12 +28,13 @@ std::string in_moe(const Layout& s, const std::string& what) {
 }
 
 // Catalogue bugs that need context or sequence parallelism, which MoE
-// layouts reject (routing groups are whole sequences).
+// layouts reject (routing groups are whole sequences), or the interleaved
+// pipeline, not written for MoE layouts yet.
 const std::set<std::string>& cp_sp_bugs() {
   static const std::set<std::string> names = {"sp-norm-grad-not-reduced", "sp-allgather-order",
                                               "sp-allgather-dim",         "cp-kv-allgather-order",
                                               "cp-kv-grad-not-reduced",   "cp-loss-scale-local",
-                                              "sp-grad-on-dp-group"};
+                                              "sp-grad-on-dp-group",      "vpp-send-wrong-chunk"};
   return names;
 }
 
@@ -60,17 +61,50 @@ const std::vector<BugSpec>& moe_bug_table() {
        [](const Layout& s) { return needs_moe(s, s.dp >= 2, "dp >= 2"); },
        [](const Layout& s) { return grad(in_moe(s, "wr")); }},
       {{"expert-grad-not-synced",
-        "with ep = 1 every dp rank holds every expert, but the reference layer's expert gate "
-        "weight gradient is not all-reduced over dp (tp rank 0)",
-        "expert parameters skipped by the data-parallel gradient sync"},
-       [](const Layout& s) { return needs_moe(s, s.dp >= 2 && s.ep == 1, "dp >= 2 and ep = 1"); },
+        "with ep < dp every expert block has dp / ep replicas (every dp rank at ep = 1), but the "
+        "reference layer's expert gate weight gradient is not all-reduced over its "
+        "expert-data-parallel group (tp rank 0)",
+        "expert parameters skipped by the (expert-)data-parallel gradient sync"},
+       [](const Layout& s) {
+         return needs_moe(s, s.dp >= 2 && s.ep < s.dp, "dp >= 2 and ep < dp");
+       },
        [](const Layout& s) { return grad(in_moe(s, "wg")); }},
       {{"expert-grad-double-reduced",
         "with ep = dp each dp rank owns other experts, yet the expert gate weight gradients are "
         "all-reduced over dp as if replicated: each owner steps with the sum of all blocks",
         "expert gradients all-reduced over the data-parallel group instead of the "
         "expert-data-parallel group"},
-       [](const Layout& s) { return needs_moe(s, s.ep >= 2 && s.zero == 0, "ep >= 2, zero 0"); },
+       [](const Layout& s) {
+         return needs_moe(s, s.ep >= 2 && s.ep == s.dp && s.zero == 0, "ep = dp >= 2, zero 0");
+       },
+       [](const Layout& s) { return grad(in_moe(s, "wg")); }},
+      {{"expert-grad-on-dp-group",
+        "with 1 < ep < dp the expert gate weight gradients are all-reduced over the whole dp group "
+        "instead of their expert-data-parallel group (dp / ep replicas of one block): each block "
+        "is summed with the other ep ranks' blocks",
+        "collective on a wrong process group (data-parallel where expert-data-parallel is due)"},
+       [](const Layout& s) {
+         return needs_moe(s, s.ep >= 2 && s.ep < s.dp && s.zero == 0, "1 < ep < dp, zero 0");
+       },
+       [](const Layout& s) { return grad(in_moe(s, "wg")); }},
+      {{"shared-expert-grad-on-edp-group",
+        "with 1 < ep < dp the shared expert's gate weight (a dense parameter, replicated over "
+        "every dp rank) is synced like an expert: all-reduced over the expert-data-parallel "
+        "group only",
+        "collective on a wrong process group (expert-data-parallel where data-parallel is due: "
+        "a dense parameter marked as an expert parameter)"},
+       [](const Layout& s) {
+         return needs_moe(s, s.ep >= 2 && s.ep < s.dp && s.zero == 0, "1 < ep < dp, zero 0");
+       },
+       [](const Layout& s) { return grad(in_moe(s, "wsg")); }},
+      {{"expert-grad-averaged-over-edp",
+        "the expert gate weight gradients are averaged over their expert-data-parallel group "
+        "(dp / ep replicas) where the loss, normalised over every token, needs their sum (tp "
+        "rank 0)",
+        "expert gradients scaled by the expert-data-parallel size"},
+       [](const Layout& s) {
+         return needs_moe(s, s.dp >= 2 && s.ep < s.dp, "dp >= 2 and ep < dp");
+       },
        [](const Layout& s) { return grad(in_moe(s, "wg")); }},
       {{"all-to-all-dims-swapped",
         "the dispatch all_to_all (tp rank 0, micro-batch 0) splits on sequences and concatenates "
@@ -94,15 +128,17 @@ const std::vector<BugSpec>& moe_bug_table() {
        [](const Layout& s) { return needs_moe(s, true, ""); },
        [](const Layout& s) { return layer(s.moe_bug_layer()) + ".mlp"; }},
       {{"expert-grad-scaled-by-dp",
-        "with ep = dp the expert gate weight gradients of the MoE reference layer are divided by "
-        "dp, as if averaged over the data-parallel group, although each has one owner",
+        "with ep >= 2 the expert gate weight gradients of the MoE reference layer are divided by "
+        "dp, as if averaged over the data-parallel group, although a block's replicas are its "
+        "expert-data-parallel group only (dp / ep ranks: one owner at ep = dp) and the loss, "
+        "normalised over every token, needs their sum",
         "expert gradients scaled by the data-parallel size instead of the expert-data-parallel "
         "size"},
        [](const Layout& s) { return needs_moe(s, s.ep >= 2, "ep >= 2"); },
        [](const Layout& s) { return grad(in_moe(s, "wg")); }},
       {{"clip-norm-missing-ep",
-        "with --clip the experts' sum of squares is all-reduced without the expert-parallel "
-        "(dp) ranks, which hold other experts",
+        "with --clip the experts' sum of squares is all-reduced without the other ranks of the "
+        "ep group, which hold other experts",
         "expert-parallel group left out of the gradient norm reduction"},
        [](const Layout& s) { return needs_moe(s, s.c.clip && s.ep >= 2, "--clip and ep >= 2"); },
        [](const Layout&) { return std::string("clip.expert.ss"); }},
@@ -187,14 +223,42 @@ std::pair<std::string, Builder::BugSite> Builder::moe_dp_sync_bug(const Param& p
   if ((s.bug("router-grad-not-synced") && p.local == ref + ".wr") ||
       (s.bug("expert-grad-not-synced") && p.local == ref + ".wg"))
     return {"skip", site_at(x, 0, true)};
+  if (s.bug("expert-grad-averaged-over-edp") && p.local == ref + ".wg")
+    return {"mean", site_at(x, 0, true)};
   return {"", {}};
 }
 
+namespace {
+
+bool expert_piece(const Spec& spec) {
+  return !spec.empty() && spec[0] == Ax::Expert;
+}
+
+}  // namespace
+
 bool Builder::dp_replicated(const Param& p) const {
-  // With ep == dp the expert dimension is split over dp: no two dp ranks
-  // hold the same expert, so its gradient is complete on its owner.
-  if (s.logical || s.ep == 1 || p.spec.empty() || p.spec[0] != Ax::Expert) return true;
-  return s.bug("expert-grad-double-reduced") && p.local == layer(s.moe_bug_layer()) + ".moe.wg";
+  // With ep >= 2 the expert dimension is split over each ep group: the dp
+  // ranks of one ep group hold different experts (replicas only across ep
+  // groups: edp_replicated).
+  if (s.logical || s.ep == 1 || !expert_piece(p.spec)) return true;
+  return (s.bug("expert-grad-double-reduced") || s.bug("expert-grad-on-dp-group")) &&
+         p.local == layer(s.moe_bug_layer()) + ".moe.wg";
+}
+
+bool Builder::edp_replicated(const Param& p) const {
+  return !s.logical && s.ep > 1 && s.ep < s.dp && expert_piece(p.spec) && !dp_replicated(p);
+}
+
+std::vector<Coord> Builder::sync_members(const Param& p, const Coord& x) const {
+  std::vector<Coord> members;
+  // Bug: the shared expert (dense) synced over the edp group, as an expert.
+  const bool shared_bug =
+      s.bug("shared-expert-grad-on-edp-group") && p.local == layer(s.moe_bug_layer()) + ".moe.wsg";
+  if (!edp_replicated(p) && !shared_bug) return x.d == 0 && x.c == 0 ? dp_cp_members(x) : members;
+  // The edp group x leads: the dp ranks with x's ep rank (cp is 1 under MoE).
+  if (int(x.d) >= s.ep) return members;
+  for (Coord xd = x; int(xd.d) < s.dp; xd.d = Ix(int(xd.d) + s.ep)) members.push_back(xd);
+  return members;
 }
 
 }  // namespace shardproof::planner::transformer

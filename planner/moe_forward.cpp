@@ -12,11 +12,12 @@
 //   out    = swiglu_e(xin)  (per expert)       [B, E, C, H]
 //   y      = cw @ out       (per sequence)     [B, S, H]
 //   mlp    = y + shared_swiglu(n);  x{i+1} = h + mlp
-// Parallel: every tp rank routes (the router is replicated); with ep == dp
-// the slots go to their expert's owner by an all_to_all over the dp group
-// (split on experts, concatenated on sequences: the owner gets the slots of
-// every sequence of the micro-batch, contiguous because Ax::Batch is
-// micro-batch major) and come back by the inverse one. The experts' ffn is
+// Parallel: every tp rank routes (the router is replicated); with ep >= 2
+// the slots go to their expert's owner by an all_to_all over the ep group
+// (ep consecutive dp ranks; split on experts, concatenated on sequences: the
+// owner gets the slots of every sequence of the group's micro-batch,
+// contiguous because Ax::Batch is micro-batch major) and come back by the
+// inverse one. The experts' ffn is
 // split over tp (expert tensor parallelism): the down projection's partial
 // sums are all-reduced over tp. The shared expert is a Megatron MLP.
 #include <algorithm>
@@ -69,49 +70,54 @@ std::string Builder::token_side(const Coord& x, const std::string& name) const {
 
 void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts) {
   if (s.ep == 1) return;
-  const Shape full = {s.B, s.E, s.C, s.H};
-  each_tp(x0, [&](const Coord& xt) {
-    std::vector<std::string> in, out;
-    each_dp(xt, [&](const Coord& x) {
-      in.push_back(at(x, name));
-      out.push_back(to_experts ? claim(x, expert_side(x, name), name, full, expert_spec(Ax::Full))
-                               : claim(x, token_side(x, name), name, full, kSlots));
+  for (const Ix& lead : ep_leaders())
+    each_tp(x0, [&](Coord xg) {
+      xg.d = lead;
+      all_to_all_group(xg, name, to_experts);
     });
-    Coord xg = xt;
-    xg.d = 0;
-    Group group = dp_cp_group(xg);
-    // To the owners: expert blocks out, sequences in; back: the reverse.
-    nlohmann::json attrs = {{"split_dim", to_experts ? 1 : 0}, {"concat_dim", to_experts ? 0 : 1}};
-    const std::string op_name = at(xg, name + (to_experts ? ".ep_dispatch" : ".ep_combine"));
-    // Reverse order (v1 only: the compact form refuses the bug).
-    if (!to_experts && moe_fires("all-to-all-wrong-order", -1, xg) && xg.t == 0 &&
-        name == layer(s.moe_bug_layer()) + ".moe.out") {
-      // Group listed in reverse: rank r gets the pieces meant for rank
-      // dp-1-r, concatenated in reverse expert order.
-      std::reverse(in.begin(), in.end());
-      std::reverse(out.begin(), out.end());
-      std::reverse(group.ranks.begin(), group.ranks.end());
-    }
-    const bool swapped = to_experts && name == layer(s.moe_bug_layer()) + ".moe.xin";
-    BugSite site = swapped ? moe_site("all-to-all-dims-swapped", -1, xg) : BugSite{};
-    if (site.fires) site = site_at(xg, 0, true);  // and on tp rank 0 only
-    branch(site, [&](bool buggy) {
-      if (!buggy) return collective(op_name, "all_to_all", in, out, group, attrs);
-      // Split on sequences and concatenated on experts, into a buffer then
-      // viewed with the expected shape.
-      auto index = [&](const Coord& x) { return sym() ? size_t(0) : size_t(int(x.d)); };
-      std::vector<std::string> wrong;
-      each_dp(xg, [&](const Coord& x) {
-        Shape w = g.shape(in[index(x)]);
-        w[0] /= s.ep;
-        w[1] *= s.ep;
-        wrong.push_back(scratch(x, name + ".ep_swapped", w));
-      });
-      collective(op_name, "all_to_all", in, wrong, group, {{"split_dim", 0}, {"concat_dim", 1}});
-      each_dp(xg, [&](const Coord& x) {
-        const size_t k = index(x);
-        op(x, name + ".ep_view", "reshape", {wrong[k]}, {out[k]}, {{"shape", g.shape(out[k])}});
-      });
+}
+
+// One all_to_all over the ep group xg leads (tp rank xg.t).
+void Builder::all_to_all_group(const Coord& xg, const std::string& name, bool to_experts) {
+  const Shape full = {s.B, s.E, s.C, s.H};
+  std::vector<std::string> in, out;
+  each_ep(xg, [&](const Coord& x) {
+    in.push_back(at(x, name));
+    out.push_back(to_experts ? claim(x, expert_side(x, name), name, full, expert_spec(Ax::Full))
+                             : claim(x, token_side(x, name), name, full, kSlots));
+  });
+  Group group = ep_group(xg);
+  // To the owners: expert blocks out, sequences in; back: the reverse.
+  nlohmann::json attrs = {{"split_dim", to_experts ? 1 : 0}, {"concat_dim", to_experts ? 0 : 1}};
+  const std::string op_name = at(xg, name + (to_experts ? ".ep_dispatch" : ".ep_combine"));
+  // Reverse order (v1 only: the compact form refuses the bug).
+  if (!to_experts && moe_fires("all-to-all-wrong-order", -1, xg) && xg.t == 0 &&
+      name == layer(s.moe_bug_layer()) + ".moe.out") {
+    // Group listed in reverse: rank r gets the pieces meant for rank
+    // ep-1-r of its group, concatenated in reverse expert order.
+    std::reverse(in.begin(), in.end());
+    std::reverse(out.begin(), out.end());
+    std::reverse(group.ranks.begin(), group.ranks.end());
+  }
+  const bool swapped = to_experts && name == layer(s.moe_bug_layer()) + ".moe.xin";
+  BugSite site = swapped ? moe_site("all-to-all-dims-swapped", -1, xg) : BugSite{};
+  if (site.fires) site = site_at(xg, 0, true);  // and on tp rank 0 only
+  branch(site, [&](bool buggy) {
+    if (!buggy) return collective(op_name, "all_to_all", in, out, group, attrs);
+    // Split on sequences and concatenated on experts, into a buffer then
+    // viewed with the expected shape.
+    auto index = [&](const Coord& x) { return sym() ? size_t(0) : size_t(int(x.d) - int(xg.d)); };
+    std::vector<std::string> wrong;
+    each_ep(xg, [&](const Coord& x) {
+      Shape w = g.shape(in[index(x)]);
+      w[0] /= s.ep;
+      w[1] *= s.ep;
+      wrong.push_back(scratch(x, name + ".ep_swapped", w));
+    });
+    collective(op_name, "all_to_all", in, wrong, group, {{"split_dim", 0}, {"concat_dim", 1}});
+    each_ep(xg, [&](const Coord& x) {
+      const size_t k = index(x);
+      op(x, name + ".ep_view", "reshape", {wrong[k]}, {out[k]}, {{"shape", g.shape(out[k])}});
     });
   });
 }

@@ -27,10 +27,9 @@ void Layout::init_moe() {
     return;
   }
   if (ep < 1) reject("ep must be >= 1 (got " + str(ep) + ")");
-  // Expert parallelism reuses the dp group: with ep == dp each dp rank owns
-  // one block of experts; an ep group inside dp (ep < dp) is not modelled.
-  if (ep != 1 && ep != dp)
-    reject("ep must be 1 or equal to dp (got ep " + str(ep) + ", dp " + str(dp) + ")");
+  // Expert parallelism re-factors the dp ranks: ep groups of ep consecutive
+  // dp ranks each own every expert block once, edp = dp / ep replicas.
+  if (dp % ep != 0) reject("ep must divide dp (got ep " + str(ep) + ", dp " + str(dp) + ")");
   if (E % ep != 0) reject("ep (" + str(ep) + ") must divide the experts (" + str(E) + ")");
   if (FE % tp != 0)
     reject("tp (" + str(tp) + ") must divide the expert ffn size (" + str(FE) + ")");
@@ -41,6 +40,7 @@ void Layout::init_moe() {
   // would need the other parts' slots.
   if (cp != 1) reject("context parallelism (cp > 1) is not supported for MoE models");
   if (sp) reject("sequence parallelism (sp) is not supported for MoE models");
+  if (vpp > 1) reject("the interleaved pipeline (vpp > 1) is not supported for MoE models yet");
 }
 
 }  // namespace shardproof::planner::transformer

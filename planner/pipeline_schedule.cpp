@@ -21,6 +21,7 @@ nlohmann::json p2p(bool send, int peer, const std::string& tensor) {
 }  // namespace
 
 nlohmann::json pipeline_schedule(const Layout& s) {
+  if (s.vpp > 1) return interleaved_schedule(s);
   nlohmann::json ranks = nlohmann::json::array();
   for (int r = 0; r < s.world(); ++r) ranks.push_back(nlohmann::json::array());
   const int P = s.pp, M = s.mb;

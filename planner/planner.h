@@ -21,6 +21,9 @@ struct PlanConfig {
   int dp = 1;
   int tp = 1;
   int pp = 1;
+  // transformers: interleaved pipeline (Megatron's virtual stages): each pp
+  // rank holds vpp non-contiguous chunks of layers.
+  int vpp = 1;
   int cp = 1;       // context parallel (transformers)
   bool sp = false;  // sequence parallel over the tp group (transformers)
   int zero = 0;     // 0: gradient all-reduce; 1|2: ZeRO optimizer-state sharding over dp

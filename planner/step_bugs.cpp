@@ -149,14 +149,19 @@ const std::vector<BugSpec>& step_bug_table() {
         "as its neighbour does: both wait to send",
         "pipeline schedule with a send/recv pair swapped on one stage (deadlock)"},
        [](const Layout& s) {
-         return needs(s.c.schedule && s.mb >= 2, "--schedule (pp >= 2) and microbatches >= 2");
+         return needs(s.c.schedule && s.mb >= 2 && s.vpp == 1,
+                      "--schedule (pp >= 2), microbatches >= 2 and no --vpp");
        },
        [](const Layout&) { return std::string("schedule"); }},
       {{"schedule-missing-warmup",
         "with --schedule the first pipeline stage runs one warm-up forward fewer than 1F1B needs",
         "pipeline schedule missing a warm-up step (deadlock)"},
        [](const Layout& s) {
-         return needs(s.c.schedule && s.mb >= s.pp, "--schedule (pp >= 2) and microbatches >= pp");
+         // The interleaved schedule posts each unit's receives with the
+         // previous unit's sends: one warm-up forward fewer only moves a
+         // forward past a backward (no hazard for pp >= 3), so it is not this bug.
+         return needs(s.c.schedule && s.mb >= s.pp && s.vpp == 1,
+                      "--schedule (pp >= 2), microbatches >= pp and no --vpp");
        },
        [](const Layout&) { return std::string("schedule"); }},
   };

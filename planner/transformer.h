@@ -54,6 +54,7 @@ struct Layout {
   PlanConfig c;
   bool logical = false;
   int L, dp, tp, pp, cp, mb, zero;
+  int vpp = 1;  // model chunks per pp rank (interleaved pipeline)
   bool sp, tie;
   int64_t B, S, H, NH, NKV, D, F, V;
 
@@ -67,10 +68,15 @@ struct Layout {
   int kv_replicas() const { return tp > NKV ? int(tp / NKV) : 1; }
   int64_t local_heads() const { return NH / tp; }
   int64_t local_kv_heads() const { return tp > NKV ? 1 : NKV / tp; }
-  // Pipeline: contiguous stages, the first L % pp stages one layer longer.
-  int stage_begin(int p) const;
-  int stage_end(int p) const { return stage_begin(p + 1); }
-  int stage_of(int layer) const;
+  // Pipeline: pp * vpp contiguous virtual stages (chunks), the first
+  // L % (pp * vpp) one layer longer; virtual stage k runs on pp rank k % pp
+  // (Megatron's interleaving; vpp = 1: one contiguous stage per rank).
+  // stage_begin(k) is the first layer of virtual stage k (of rank k's first
+  // chunk for k < pp).
+  int stage_begin(int k) const;
+  int stage_end(int k) const { return stage_begin(k + 1); }
+  int chunk_of(int layer) const;
+  int stage_of(int layer) const { return chunk_of(layer) % pp; }
   int last_stage() const { return pp - 1; }
   // The layer the catalogue's per-layer bugs corrupt: the middle one.
   int bug_layer() const { return (L - 1) / 2; }
@@ -78,6 +84,10 @@ struct Layout {
   // --- MoE (moe_layout.cpp); E == 0 for dense models.
   int ep = 1;
   int64_t E = 0, C = 0, FE = 0, FS = 0;
+  // Expert-data-parallel degree: the replicas of each expert block. The ep
+  // groups are blocks of ep consecutive dp ranks (ep rank d % ep), the edp
+  // groups the dp ranks with the same ep rank (Megatron's expert mesh).
+  int edp() const { return dp / ep; }
   int first_dense = 0;
   bool moe() const { return E > 0; }
   bool moe_layer(int i) const { return E > 0 && i >= first_dense; }
@@ -114,6 +124,8 @@ std::string family_not_applicable(const Layout& layout, const std::string& bug);
 
 // The pipeline schedule section of a plan with pp >= 2 (pipeline_schedule.cpp).
 nlohmann::json pipeline_schedule(const Layout& s);
+// Its interleaved form, with vpp chunks per rank (pipeline_schedule_interleaved.cpp).
+nlohmann::json interleaved_schedule(const Layout& s);
 
 // The plan document and the first tensor of its bug (transformer_plan.cpp).
 nlohmann::json transformer_plan(const ModelShape& model, const PlanConfig& config);
@@ -130,8 +142,8 @@ enum class Ax {
   TpGate,    // block t of the first half (gate columns of the fused gate/up weight)
   TpUp,      // block t of the second half (up columns)
   KvModulo,  // bug kv-heads-not-replicated: kv head t % kv_heads
-  MbBatch,   // sequences of micro-batch m over every dp rank (what an expert owner gets)
-  Expert,    // expert block of ep rank d (ep == dp); every expert when ep == 1
+  MbBatch,   // sequences of micro-batch m over x's ep group (what an expert owner gets)
+  Expert,    // expert block of ep rank d % ep; every expert when ep == 1
 };
 using Spec = std::vector<Ax>;
 
@@ -210,6 +222,11 @@ class Builder {
   void each_cp_tp(Coord x, const std::function<void(const Coord&)>& local);
   // Runs `local(x)` for every dp rank (the MoE lockstep).
   void each_dp(Coord x, const std::function<void(const Coord&)>& local);
+  // The first dp rank of every ep group (compact: ep == dp, one group), and
+  // `local(x)` for every member of the ep group x leads.
+  std::vector<Ix> ep_leaders() const;
+  void each_ep(Coord x, const std::function<void(const Coord&)>& local);
+  Group ep_group(const Coord& x) const;
 
   // A sum over the tp group: `produce(x, out)` writes part t of tp of logical
   // `name` (full shape `full`, cut as `spec` with `seq_dim` being Seq) into
@@ -320,13 +337,14 @@ class Builder {
   void moe_backward(int i, Coord x0);
   // Spec of [B, E, C, *] tensors on the expert side (at the owner).
   Spec expert_spec(Ax last) const;
-  // all_to_all of at(x, name) over each dp group: `to_experts` sends token
+  // all_to_all of at(x, name) over each ep group: `to_experts` sends token
   // slots to their expert's owner (claims `name` with expert_spec),
   // otherwise back to the tokens' rank (claims the Batch slice). Writes
   // at(x, name) + suffix. No-op (suffix-less names) when ep == 1.
   std::string expert_side(const Coord& x, const std::string& name) const;
   std::string token_side(const Coord& x, const std::string& name) const;
   void moe_all_to_all(Coord x0, const std::string& name, bool to_experts);
+  void all_to_all_group(const Coord& xg, const std::string& name, bool to_experts);
   // Per-expert weight gradient: a [B, E, C, k] and b [B, E, C, n] on the
   // expert side -> [E, k, n] summed over sequences and slots.
   void expert_weight_grad(const Coord& x, const std::string& a, const std::string& b,
@@ -339,6 +357,11 @@ class Builder {
   bool moe_fires(const char* bug, int i, const Coord& x) const;
   // False for a parameter piece that has no dp replicas (an expert block under ep).
   bool dp_replicated(const Param& p) const;
+  // An expert block under 1 < ep < dp: replicated over its edp group only.
+  bool edp_replicated(const Param& p) const;
+  // The members of the gradient sync of p that x leads (its dp x cp group,
+  // its edp group, or what a bug makes of it), empty when x leads none.
+  std::vector<Coord> sync_members(const Param& p, const Coord& x) const;
   // Keeps K or V of every head group to `heads` (expanded GQA) and back.
   std::string expand_kv(const Coord& x, const std::string& kv_t, const std::string& out_logical,
                         int64_t seq_len);
@@ -392,8 +415,9 @@ class Builder {
   // A tensor standing for logical[slice] (part k of n) on x's rank.
   void declare(const Coord& x, const std::string& local, const std::string& logical,
                const SymSlice& slice, Part part = {});
+  // `shard`: ZeRO-2/3 reduce-scatters (otherwise an all-reduce).
   void dp_sync(const Param& p, const Coord& x, const std::vector<std::string>& in,
-               const std::vector<std::string>& out, const Group& group);
+               const std::vector<std::string>& out, const Group& group, bool shard);
   void step(const Param& p, const Coord& x, const std::string& g_piece, bool zero);
   // The optimizer steps update_piece leaves for after every piece's sync, so
   // that gradient clipping sees every gradient first.

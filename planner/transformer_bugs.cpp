@@ -24,6 +24,12 @@ std::string boundary_resid(const Layout& s) {
   return resid(s.stage_begin(s.pp / 2 > 0 ? s.pp / 2 : 1));
 }
 
+// The first layer of virtual stage pp (rank 0's second chunk): its input
+// comes back from the last pp rank (vpp-send-wrong-chunk).
+std::string wrap_resid(const Layout& s) {
+  return resid(s.stage_begin(s.pp));
+}
+
 const std::vector<BugSpec>& table() {
   static const std::vector<BugSpec> bugs = {
       {{"row-parallel-no-allreduce",
@@ -161,6 +167,13 @@ const std::vector<BugSpec>& table() {
          return needs(s.pp >= 2 && s.mb >= 2, "pp >= 2 and microbatches >= 2");
        },
        [](const Layout& s) { return boundary_resid(s); }},
+      {{"vpp-send-wrong-chunk",
+        "interleaved pipeline: the wrap-around send from the last pp rank to rank 0 (virtual "
+        "stage pp - 1 to pp) carries the input of the last rank's chunk instead of its output "
+        "(dp 0, tp 0, micro-batch 0)",
+        "interleaved pipeline sends another model chunk's (virtual stage's) activation"},
+       [](const Layout& s) { return needs(s.vpp >= 2, "vpp >= 2"); },
+       [](const Layout& s) { return wrap_resid(s); }},
       {{"pp-stage-layers-swapped",
         "the last pipeline stage loads the weights of its first two layers in swapped order",
         "pipeline stage built with the wrong layer order"},
@@ -273,6 +286,7 @@ Builder::BugSite Builder::send_bug(const std::string& name, const Coord& from) c
   // activation, the only other one already computed at that point).
   if (s.bug("pp-grad-send-wrong-microbatch") && name == grad(boundary_resid(s)))
     return site_at(from, 1, true);
+  if (s.bug("vpp-send-wrong-chunk") && name == wrap_resid(s)) return site_at(from, 0, true);
   const int m = s.bug("pp-send-wrong-microbatch") ? 1 : 0;
   if (!(s.bug("pp-send-wrong-tensor") || s.bug("pp-send-wrong-microbatch")) ||
       name != boundary_resid(s))
@@ -286,6 +300,8 @@ std::string Builder::send_bug_source(const std::string& name, const Coord& from)
     other.m = 0;
     return at(other, name);
   }
+  // The input of the sender's chunk: virtual stage pp - 1's, not its output.
+  if (s.bug("vpp-send-wrong-chunk")) return at(from, resid(s.stage_begin(s.pp - 1)));
   // The layer output minus its MLP: the attention residual of that layer.
   const int i = std::stoi(name.substr(1)) - 1;
   return at(from, layer(i) + ".h");

@@ -113,10 +113,17 @@ SymSlice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) 
         slice.push_back(block(n / 2, s.tp, x.t));
         break;
       case Ax::MbBatch:
-        slice.push_back(block(n, s.mb, x.m));
+        // Micro-batch major: the ep group's sequences of micro-batch m are
+        // one block (the compact form has ep == dp, one group).
+        slice.push_back(
+            s.ep == s.dp ? block(n, s.mb, x.m)
+                         : block(n, int64_t(s.mb) * s.edp(), Aff(x.m) * s.edp() + int(x.d) / s.ep));
         break;
       case Ax::Expert:
-        slice.push_back(block(n, s.ep, s.ep > 1 ? Aff(x.d) : Aff(0)));
+        slice.push_back(block(n, s.ep,
+                              s.ep == 1      ? Aff(0)
+                              : s.ep == s.dp ? Aff(x.d)
+                                             : Aff(int(x.d) % s.ep)));
         break;
       case Ax::TpUp: {
         SymRange r = block(n / 2, s.tp, x.t);
@@ -220,6 +227,26 @@ void Builder::each_dp(Coord x, const std::function<void(const Coord&)>& local) {
     return;
   }
   for (x.d = 0; x.d < s.dp; ++x.d) local(x);
+}
+
+std::vector<Ix> Builder::ep_leaders() const {
+  if (sym()) return {0};
+  std::vector<Ix> out;
+  for (int d = 0; d < s.dp; d += s.ep) out.push_back(d);
+  return out;
+}
+
+void Builder::each_ep(Coord x, const std::function<void(const Coord&)>& local) {
+  if (sym()) return each_dp(x, local);
+  const int first = int(x.d);
+  for (x.d = first; x.d < first + s.ep; ++x.d) local(x);
+}
+
+Group Builder::ep_group(const Coord& x) const {
+  if (sym()) return dp_cp_group(x);
+  std::vector<int> group;
+  for (int d = int(x.d); d < int(x.d) + s.ep; ++d) group.push_back(s.rank(d, x.c, x.t, x.p));
+  return group;
 }
 
 void Builder::each_cp(Coord x, const std::function<void(const Coord&)>& local) {

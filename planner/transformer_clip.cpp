@@ -13,8 +13,8 @@
 // over tp (norm weights, the router), over kv replicas or on the tied
 // table's last stage is counted on one holder only. Each rank adds its
 // pieces and the sums are all-reduced over the ranks that hold distinct
-// pieces: tp x pp (every dp x cp rank under ZeRO, whose shards differ; every
-// rank for experts under ep, whose blocks differ).
+// pieces: tp x pp (every dp x cp rank under ZeRO, whose shards differ; the
+// ep group for experts under ep, whose blocks differ).
 #include <stdexcept>
 
 #include "planner/transformer.h"
@@ -56,11 +56,14 @@ bool Builder::norm_counts(const PendingStep& u) const {
 }
 
 std::vector<int> Builder::norm_group(const Coord& x, bool expert) const {
-  // Whose pieces differ: tp x pp always; dp x cp under ZeRO (shards) and for
-  // experts under ep (blocks).
-  bool across_dp = s.zero > 0 || (expert && s.ep > 1);
+  // Whose pieces differ: tp x pp always; dp x cp under ZeRO (shards); for
+  // experts under ep the ranks of x's ep group (blocks; their edp replicas
+  // hold the same pieces and get the same total).
+  const bool expert_blocks = expert && s.ep > 1;
+  bool across_dp = s.zero > 0 || expert_blocks;
   if (expert && s.bug("clip-norm-missing-ep")) across_dp = false;
   const bool across_pp = expert || !s.bug("clip-norm-missing-pp");
+  auto same_ep_group = [&](int d) { return !expert_blocks || d / s.ep == int(x.d) / s.ep; };
   std::vector<int> group;
   for (int p = 0; p < s.pp; ++p)
     for (int d = 0; d < s.dp; ++d)
@@ -68,6 +71,7 @@ std::vector<int> Builder::norm_group(const Coord& x, bool expert) const {
         for (int t = 0; t < s.tp; ++t) {
           if (!across_pp && p != x.p) continue;
           if (!across_dp && (d != int(x.d) || c != int(x.c))) continue;
+          if (!same_ep_group(d)) continue;
           group.push_back(s.rank(d, c, t, p));
         }
   return group;

@@ -153,6 +153,9 @@ std::string compact_unsupported(const Layout& s) {
   if (s.c.clip) return "--clip";
   if (s.zero == 3) return "--zero 3";
   if (s.c.dropout) return "--dropout";
+  // Virtual stages send from the last pp rank back to the first: not a
+  // neighbour along the pp axis.
+  if (s.vpp > 1) return "--vpp";
   // The training-step bugs (step_bugs.cpp) are written into the expanded form only.
   for (const BugSpec& b : step_bug_table())
     if (s.c.bug == b.info.name) return "--bug " + s.c.bug;
@@ -163,6 +166,11 @@ std::string compact_unsupported(const Layout& s) {
   for (const char* order : {"reshard-gather-order", "sp-allgather-order", "zero-allgather-order",
                             "cp-kv-allgather-order", "all-to-all-wrong-order"})
     if (s.c.bug == order) return "--bug " + s.c.bug;
+  // ep groups inside dp: a rank's expert block is d % ep and its ep group
+  // d / ep, not affine in the dp axis (the expert mesh's own axes are not
+  // written yet).
+  if (s.moe() && s.ep > 1 && s.ep < s.dp)
+    return "ep (" + std::to_string(s.ep) + ") below dp (" + std::to_string(s.dp) + ")";
   // A kv head shared by several tp ranks is head t / replicas: not affine.
   if (s.tp > s.NKV)
     return "tp (" + std::to_string(s.tp) + ") above the kv heads (" + std::to_string(s.NKV) + ")";

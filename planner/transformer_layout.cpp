@@ -26,13 +26,18 @@ Layout::Layout(const ModelShape& shape, const PlanConfig& config) : model(shape)
     reject("--hidden is fixed by the model (" + str(model.hidden) +
            "); pick another model instead");
   L = c.layers, dp = c.dp, tp = c.tp, pp = c.pp, cp = c.cp, mb = c.microbatches, zero = c.zero;
+  vpp = c.vpp;
   sp = c.sp, tie = c.tie_embeddings;
   B = c.batch, S = c.seq, H = model.hidden, NH = model.heads, NKV = model.kv_heads;
   D = H / NH, F = model.ffn, V = model.vocab;
 
   if (L < 1) reject("layers must be >= 1 (got " + str(L) + ")");
-  for (auto [name, v] :
-       {std::pair{"dp", dp}, {"tp", tp}, {"pp", pp}, {"cp", cp}, {"microbatches", mb}})
+  for (auto [name, v] : {std::pair{"dp", dp},
+                         {"tp", tp},
+                         {"pp", pp},
+                         {"vpp", vpp},
+                         {"cp", cp},
+                         {"microbatches", mb}})
     if (v < 1) reject(std::string(name) + " must be >= 1 (got " + str(v) + ")");
   init_moe();
   if (zero < 0 || zero > 3) reject("zero must be 0, 1, 2 or 3 (got " + str(zero) + ")");
@@ -62,6 +67,13 @@ Layout::Layout(const ModelShape& shape, const PlanConfig& config) : model(shape)
     reject("cp" + std::string(sp ? " * tp" : "") + " (" + str(seq_pieces) +
            ") must divide the sequence length (" + str(S) + ")");
   if (pp > L) reject("pp (" + str(pp) + ") must be <= layers (" + str(L) + ")");
+  if (vpp > 1 && pp < 2) reject("vpp (interleaved pipeline) needs pp >= 2");
+  if (int64_t(pp) * vpp > L)
+    reject("pp * vpp (" + str(int64_t(pp) * vpp) + ") must be <= layers (" + str(L) + ")");
+  // Megatron's interleaved order takes the micro-batches pp at a time.
+  if (c.schedule && vpp > 1 && mb % pp != 0)
+    reject("--schedule with vpp needs microbatches divisible by pp (got " + str(mb) + ", pp " +
+           str(pp) + ")");
   if (tie && V % tp != 0) reject("tp must divide the vocabulary");
   // The compact form is not written rank by rank: its bound is the mesh's.
   const int64_t max_world = c.compact ? int64_t(1) << 20 : 4096;
@@ -71,7 +83,7 @@ Layout::Layout(const ModelShape& shape, const PlanConfig& config) : model(shape)
 
 Layout Layout::single_device() const {
   PlanConfig one = c;
-  one.dp = one.tp = one.pp = one.cp = one.microbatches = one.ep = 1;
+  one.dp = one.tp = one.pp = one.vpp = one.cp = one.microbatches = one.ep = 1;
   one.zero = 0;
   one.sp = false;
   one.reshard_residual = false;  // a parallel round trip, not part of the model
@@ -82,15 +94,16 @@ Layout Layout::single_device() const {
   return l;
 }
 
-int Layout::stage_begin(int p) const {
-  int base = L / pp, extra = L % pp;
-  return p * base + (p < extra ? p : extra);
+int Layout::stage_begin(int k) const {
+  const int chunks = pp * vpp;
+  int base = L / chunks, extra = L % chunks;
+  return k * base + (k < extra ? k : extra);
 }
 
-int Layout::stage_of(int layer) const {
-  for (int p = 0; p < pp; ++p)
-    if (layer < stage_end(p)) return p;
-  return pp - 1;
+int Layout::chunk_of(int layer) const {
+  for (int k = 0; k < pp * vpp; ++k)
+    if (layer < stage_end(k)) return k;
+  return pp * vpp - 1;
 }
 
 }  // namespace shardproof::planner::transformer

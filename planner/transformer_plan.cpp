@@ -20,6 +20,7 @@ std::string plan_name(const Layout& s) {
   auto n = [](auto v) { return std::to_string(v); };
   std::string name = s.model.name + " L" + n(s.L) + " b" + n(s.B) + " s" + n(s.S) + " dp" +
                      n(s.dp) + " tp" + n(s.tp) + " pp" + n(s.pp);
+  if (s.vpp > 1) name += " vpp" + n(s.vpp);
   if (s.ep > 1) name += " ep" + n(s.ep);
   if (s.cp > 1) name += " cp" + n(s.cp);
   if (s.sp) name += " sp";
@@ -29,7 +30,7 @@ std::string plan_name(const Layout& s) {
   if (s.c.reshard_residual) name += " reshard";
   if (s.c.clip) name += " clip";
   if (s.c.dropout) name += " dropout";
-  if (s.c.schedule) name += " 1f1b";
+  if (s.c.schedule) name += s.vpp > 1 ? " interleaved-1f1b" : " 1f1b";
   name += " mb" + n(s.mb) + " " + s.c.optimizer;
   if (!s.c.bug.empty()) name += ", bug " + s.c.bug;
   return name;
@@ -58,6 +59,7 @@ nlohmann::json meta(const Layout& s) {
   if (s.c.reshard_residual) meta["reshard_residual"] = true;
   if (s.c.clip) meta["clip"] = true;
   if (s.c.dropout) meta["dropout"] = true;
+  if (s.vpp > 1) meta["vpp"] = s.vpp;
   if (s.moe()) {
     meta["ep"] = s.ep;
     meta["experts"] = s.E;

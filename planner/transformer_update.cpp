@@ -63,9 +63,10 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
                   (prm.spec[0] == Ax::Kv || prm.spec[1] == Ax::Kv);
   const int n_dp = s.dp * s.cp;
   const bool sync_sp = !s.logical && s.sp && norm;
-  const bool sync_dp = n_dp > 1 && dp_replicated(prm);
+  const bool zero = s.zero > 0 && n_dp > 1 && dp_replicated(prm);
+  // Over dp x cp, or an expert block over its edp group (never ZeRO-sharded).
+  const bool sync_dp = (n_dp > 1 && dp_replicated(prm)) || edp_replicated(prm);
   const bool sync_tie = pieces.size() == 2;
-  const bool zero = s.zero > 0 && sync_dp;
 
   // Current gradient tensor per (piece index, rank).
   std::map<std::pair<int, int>, std::string> cur;
@@ -168,18 +169,19 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
       }
     else if (sync_dp)
       for (Coord x : coords(p)) {
-        if (x.d != 0 || x.c != 0) continue;
+        const std::vector<Coord> members = sync_members(p, x);
+        if (members.empty()) continue;  // not the first member of its group
         std::vector<std::string> in, out;
-        std::vector<int> group = dp_cp_group(x).ranks;
-        for (Coord xd = x; xd.d < s.dp; ++xd.d)
-          for (xd.c = 0; xd.c < s.cp; ++xd.c) {
-            in.push_back(cur[{int(idx), rank(xd)}]);
-            Shape shape = g.shape(in.back());
-            if (s.zero >= 2) shape[0] /= n_dp;
-            const bool last = !sync_tie && s.zero != 1;
-            out.push_back(output(p, int(idx), xd, zero ? "dp_shard" : "dp", last, shape));
-          }
-        dp_sync(p, x, in, out, group);
+        std::vector<int> group;
+        for (const Coord& xd : members) {
+          in.push_back(cur[{int(idx), rank(xd)}]);
+          group.push_back(rank(xd));
+          Shape shape = g.shape(in.back());
+          if (zero && s.zero >= 2) shape[0] /= n_dp;
+          const bool last = !sync_tie && !(zero && s.zero == 1);
+          out.push_back(output(p, int(idx), xd, zero ? "dp_shard" : "dp", last, shape));
+        }
+        dp_sync(p, x, in, out, group, zero && s.zero >= 2);
         for (size_t k = 0; k < group.size(); ++k) cur[{int(idx), group[k]}] = out[k];
       }
     // ZeRO-1: every rank has the whole sum and keeps its own shard.
@@ -288,7 +290,7 @@ void Builder::declare(const Coord& x, const std::string& local, const std::strin
 }
 
 void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::string>& in,
-                      const std::vector<std::string>& out, const Group& group) {
+                      const std::vector<std::string>& out, const Group& group, bool shard) {
   const std::string name = at_rank(x, grad(p.local) + ".dp");
   const auto hook = dp_sync_bug(p, x);
   branch(hook.second, [&](bool buggy) {
@@ -299,7 +301,7 @@ void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::str
       // gradient (under ZeRO-2/3 its own shard of it).
       auto alone = [&](const Aff& k, const std::string& in_k, const std::string& out_k,
                        const Group& solo) {
-        if (s.zero < 2) {
+        if (!shard) {
           collective(name + "_all_reduce.solo" + k.text(), "all_reduce", {in_k}, {out_k}, solo,
                      attrs);
           return;
@@ -318,7 +320,7 @@ void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::str
     }
     std::vector<std::string> from = in;
     if (bug == "double") from = reduce_twice(p, x, in, group);
-    if (s.zero >= 2) {
+    if (shard) {
       attrs["dim"] = 0;
       collective(name + "_reduce_scatter", "reduce_scatter", from, out, group, attrs);
     } else {

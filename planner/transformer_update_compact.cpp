@@ -119,7 +119,7 @@ void Builder::update_piece_compact(const Param& p) {
     Coord first = x;
     first.d = 0;
     first.c = 0;
-    dp_sync(p, first, {cur}, {out}, dp_cp_group(x));
+    dp_sync(p, first, {cur}, {out}, dp_cp_group(x), s.zero >= 2);
     cur = out;
   }
   // ZeRO-1: every rank has the whole sum and keeps its own shard.

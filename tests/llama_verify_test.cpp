@@ -65,6 +65,15 @@ std::vector<Case> correct_cases() {
       with("zero3_dp2_cp2_tp2_sp", cfg(2, 2, 2, 1, 1),
            [](PlanConfig& c) { c.zero = 3, c.cp = 2, c.sp = true; }),
       with("pp2_mb4_schedule", cfg(2, 1, 1, 2, 4), [](PlanConfig& c) { c.schedule = true; }),
+      // Interleaved pipeline: 4 chunks of one layer, chunk k on rank k % 2,
+      // the output of chunk 1 sent back to rank 0; its interleaved schedule.
+      with("pp2_vpp2_mb2", cfg(4, 1, 1, 2, 2), [](PlanConfig& c) { c.vpp = 2; }),
+      with("pp2_vpp2_dp2_tp2_mb2_schedule_tied_clip", cfg(4, 2, 2, 2, 2),
+           [](PlanConfig& c) {
+             c.vpp = 2, c.schedule = true, c.tie_embeddings = true, c.clip = true;
+           }),
+      with("pp3_vpp2_mb3_schedule", cfg(6, 1, 1, 3, 3),
+           [](PlanConfig& c) { c.vpp = 2, c.schedule = true; }),
       with("everything", cfg(2, 2, 2, 2, 1),
            [](PlanConfig& c) { c.sp = true, c.cp = 2, c.zero = 2, c.tie_embeddings = true; }),
   };

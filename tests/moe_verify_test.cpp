@@ -135,9 +135,9 @@ void expect_rejected(const std::string& model, const PlanConfig& c, const std::s
   }
 }
 
-TEST(MoePlanner, RejectsExpertParallelismOutsideOneOrDp) {
-  expect_rejected(kTiny, cfg(2, 4, 2, 1, 1, 1), "ep must be 1 or equal to dp (got ep 2, dp 4)");
-  expect_rejected(kTiny, cfg(2, 1, 2, 1, 1, 1), "ep must be 1 or equal to dp (got ep 2, dp 1)");
+TEST(MoePlanner, RejectsExpertParallelismNotDividingDp) {
+  expect_rejected(kTiny, cfg(2, 4, 3, 1, 1, 1), "ep must divide dp (got ep 3, dp 4)");
+  expect_rejected(kTiny, cfg(2, 1, 2, 1, 1, 1), "ep must divide dp (got ep 2, dp 1)");
   expect_rejected(kTiny, cfg(2, 2, 0, 1, 1, 1), "ep must be >= 1 (got 0)");
   // 8 dp ranks cannot share 4 experts.
   expect_rejected(kTiny, with(cfg(2, 8, 8, 1, 1, 1), [](PlanConfig& c) { c.batch = 8; }),
@@ -163,11 +163,11 @@ TEST(MoePlanner, RejectsBugsThatCannotFire) {
   expect_rejected(kTiny, bug(cfg(1, 1, 1, 1, 1, 1), "moe-combine-missing-shared"),
                   "needs an MoE layer");
   expect_rejected(kTiny, bug(cfg(2, 2, 2, 1, 1, 1), "expert-grad-not-synced"),
-                  "needs dp >= 2 and ep = 1");
+                  "needs dp >= 2 and ep < dp");
   expect_rejected(kTiny,
                   bug(with(cfg(2, 2, 2, 1, 1, 1), [](PlanConfig& c) { c.zero = 1; }),
                       "expert-grad-double-reduced"),
-                  "needs ep >= 2, zero 0");
+                  "needs ep = dp >= 2, zero 0");
   // One sequence per rank and micro-batch cannot be split over 2 ranks.
   expect_rejected(kTiny, bug(cfg(2, 2, 2, 1, 1, 1), "all-to-all-dims-swapped"),
                   "ep dividing the sequences per dp rank and micro-batch");
@@ -184,9 +184,10 @@ TEST(MoePlanner, RejectsBugsThatCannotFire) {
 // dense family lists none of them.
 TEST(MoePlanner, CatalogueHasTheMoeBugsAndNoContextOrSequenceBugs) {
   const std::vector<std::string> moe_bugs = {
-      "expert-out-not-reduced-tp", "expert-grad-not-reduced-tp", "router-grad-not-synced",
-      "expert-grad-not-synced",    "expert-grad-double-reduced", "all-to-all-dims-swapped",
-      "all-to-all-wrong-order",    "moe-combine-missing-shared"};
+      "expert-out-not-reduced-tp",       "expert-grad-not-reduced-tp",   "router-grad-not-synced",
+      "expert-grad-not-synced",          "expert-grad-double-reduced",   "all-to-all-dims-swapped",
+      "all-to-all-wrong-order",          "moe-combine-missing-shared",   "expert-grad-on-dp-group",
+      "shared-expert-grad-on-edp-group", "expert-grad-averaged-over-edp"};
   auto names_of = [](const std::string& model) {
     std::set<std::string> names;
     for (const planner::BugInfo& b : planner::list_bugs(model)) {
@@ -278,6 +279,8 @@ PlanConfig config_for(const std::string& bug) {
       with(cfg(2, 2, 2, 1, 2, 1), [](PlanConfig& c) { c.tie_embeddings = true, c.zero = 1; }),
       with(cfg(2, 1, 1, 1, 2, 2), [](PlanConfig& c) { c.schedule = true; }),
       with(cfg(2, 2, 2, 1, 1, 1), [](PlanConfig& c) { c.zero = 3; }),
+      // ep groups inside dp (moe_edp_test.cpp runs every expert-mesh bug here).
+      cfg(2, 4, 2, 1, 1, 1),
   };
   for (PlanConfig c : candidates) {
     c.bug = bug;

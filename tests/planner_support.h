@@ -79,6 +79,8 @@ inline std::optional<planner::PlanConfig> llama_config_for_bug(const std::string
       with(transformer_config(2, 1, 2, 1, 1), [](auto& c) { c.dropout = true, c.sp = true; }),
       with(transformer_config(2, 1, 1, 2, 2), [](auto& c) { c.schedule = true; }),
       with(transformer_config(2, 2, 1, 1, 1), [](auto& c) { c.zero = 3; }),
+      // The interleaved pipeline: two chunks of one layer per rank.
+      with(transformer_config(4, 1, 1, 2, 2), [](auto& c) { c.vpp = 2; }),
   };
   for (planner::PlanConfig c : candidates) {
     c.bug = bug;
