@@ -2,12 +2,48 @@
 
 #include <optional>
 
+#include "engine/ops/op_registry.h"
+
 namespace shardproof {
 namespace {
 
+// Whether `o` maps each position to the same position and nothing else:
+// its operands and its one output share a shape, and the axis relations
+// say only "same" (no combine, broadcast, freeze or position use).
+class OnlySame : public AxisRelations {
+ public:
+  void same(AxisRef, AxisRef) override {}
+  void sub_range(AxisRef, AxisRef, int64_t) override { other = true; }
+  void product(AxisRef, const std::vector<AxisRef>&) override { other = true; }
+  void freeze(AxisRef) override { other = true; }
+  void broadcast(AxisRef) override { other = true; }
+  void combine(AxisRef) override { other = true; }
+  void positions_on(int, AxisRef) override { other = true; }
+  void same_positions(int, int) override { other = true; }
+  void shifted_positions(int, int, int, int) override { other = true; }
+  void compared_positions(int, int, bool) override { other = true; }
+  bool other = false;
+};
+
+bool positionwise(const Graph& log, const Op& o) {
+  const OpDef* def = OpRegistry::instance().find(o.op);
+  if (!def || def->collective() || o.out.size() != 1) return false;
+  const Shape& shape = log.tensors[static_cast<size_t>(o.out[0])].shape;
+  std::vector<TensorInfo> in, out = {{shape, log.tensors[static_cast<size_t>(o.out[0])].dtype}};
+  for (int t : o.in) {
+    const TensorDecl& d = log.tensors[static_cast<size_t>(t)];
+    if (d.shape != shape) return false;
+    in.push_back({d.shape, d.dtype});
+  }
+  OnlySame rel;
+  def->relate_axes(o.attrs, in, out, rel);
+  return !rel.other;
+}
+
 // The tensors a walk back from `t` writes, or nullopt when it reaches a
 // logical input outside `held` or needs more than kMaxDefiningOps ops.
-std::optional<std::set<int>> defining_walk(const Graph& log, int t, const std::set<int>& held) {
+std::optional<std::set<int>> defining_walk(const Graph& log, int t, const std::set<int>& held,
+                                           bool only_positionwise) {
   std::set<int> ops, written;
   std::vector<int> work = {t};
   while (!work.empty()) {
@@ -20,6 +56,7 @@ std::optional<std::set<int>> defining_walk(const Graph& log, int t, const std::s
     if (!ops.insert(op).second) continue;
     if (static_cast<int>(ops.size()) > kMaxDefiningOps) return std::nullopt;
     const Op& o = log.ops[static_cast<size_t>(op)];
+    if (only_positionwise && !positionwise(log, o)) return std::nullopt;
     written.insert(o.out.begin(), o.out.end());
     for (int in : o.in) work.push_back(in);
   }
@@ -31,13 +68,17 @@ std::optional<std::set<int>> defining_walk(const Graph& log, int t, const std::s
 std::vector<int> defined_cut_tensors(const Graph& log, const std::vector<int>& cut,
                                      std::set<int> held) {
   std::vector<int> defined;
-  std::vector<char> done(cut.size(), 0);
+  std::vector<char> done(cut.size(), 0), read(cut.size(), 0);
+  for (size_t i = 0; i < cut.size(); ++i) read[i] = held.count(cut[i]) > 0;
   // A tensor defined may hold what another's walk ends at: to a fixpoint.
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t i = 0; i < cut.size(); ++i) {
       if (done[i]) continue;
-      std::optional<std::set<int>> written = defining_walk(log, cut[i], held);
+      // A tensor the stage reads is defined only position by position: a
+      // reduction or contraction would tie whole lines together and keep
+      // them from shrinking (the stage would grow past what a solver takes).
+      std::optional<std::set<int>> written = defining_walk(log, cut[i], held, read[i] != 0);
       if (!written) continue;
       done[i] = 1, changed = true;
       defined.push_back(cut[i]);

@@ -11,6 +11,10 @@
 // T = reshape(twin). A defined tensor takes its true logical value, so the
 // stage proves a weaker statement than with T free, still one that holds of
 // the real graph: the cut only ever chose which logical tensors are free.
+// A cut T the cone does read (abs = maximum(x, neg x) with neg x cut) is
+// defined the same way when its walk is position by position only (neg,
+// scale, casts, ...): a reduction there (logits - max(logits)) would tie the
+// stage's lines together and keep them from shrinking.
 #pragma once
 
 #include <set>
@@ -24,7 +28,7 @@ namespace shardproof {
 // Ops a defining walk may add, per cut tensor; beyond it T stays free.
 inline constexpr int kMaxDefiningOps = 16;
 
-// The cut tensors of `unread` (in the order given) that a walk back
+// The cut tensors of `cut` (in the order given) that a walk back
 // through `log` defines: every tensor it reaches is produced by an op it
 // adds (at most kMaxDefiningOps for each) or is held by the stage already
 // (`held`: the tensors the logical cone reads or writes, its seeds'; a
