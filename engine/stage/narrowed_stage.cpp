@@ -207,7 +207,15 @@ class Writer {
       if (!empty_box(plan.in[k]) || plan.in[k].empty())
         n.in.push_back(window(op.in[k], plan.in[k], op.parallel));
     for (int& t : n.out) t = index_[t];
-    out_.ops.push_back(std::move(n));
+    if (!plan.per_output) {
+      out_.ops.push_back(std::move(n));
+      return;
+    }
+    for (int t : n.out) {
+      StageOp one = n;
+      one.out = {t};
+      out_.ops.push_back(std::move(one));
+    }
   }
 
   const Stage& full_;

@@ -107,6 +107,7 @@ NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vec
     // Each output is the concat of the inputs in group order.
     n.op = "concat";
     n.attrs = {{"dim", attrs.at("dim")}};
+    n.per_output = true;
     std::vector<Shape> one_out = {shape};
     for (size_t k = 0; k < in.size(); ++k)
       n.in.push_back(operand_demand("concat", n.attrs, in_shapes, one_out, k, r));
@@ -128,9 +129,12 @@ NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vec
   for (size_t k = 0; k < in.size(); ++k)
     if (in[k].shape.empty() || !empty_box(n.in[k]))
       narrowed_in.push_back({sizes(n.in[k]), in[k].dtype});
-  if (!def || !def->infer(n.attrs, narrowed_in, out.size(), narrowed_out).empty()) return whole;
-  for (size_t o = 0; o < out.size(); ++o)
-    if (o >= narrowed_out.size() || narrowed_out[o].shape != sizes(n.out[o])) return whole;
+  const size_t n_out = n.per_output ? 1 : out.size();
+  if (!def || !def->infer(n.attrs, narrowed_in, n_out, narrowed_out).empty()) return whole;
+  for (size_t o = 0; o < out.size(); ++o) {
+    const size_t from = n.per_output ? 0 : o;
+    if (from >= narrowed_out.size() || narrowed_out[from].shape != sizes(n.out[o])) return whole;
+  }
   return n;
 }
 

@@ -20,6 +20,9 @@ struct NarrowedOp {
   AttrMap attrs;               // its attributes for these boxes
   std::vector<SliceSpec> out;  // the box each output computes (the demand, widened)
   std::vector<SliceSpec> in;   // the box each operand must hold (an empty box: not read)
+  // Written once per output, each computing that output alone (an
+  // all_gather's outputs are equal, each the concat of the inputs).
+  bool per_output = false;
 };
 
 // `demand` is the hull of what is demanded of the op's outputs (all outputs
