@@ -8,7 +8,9 @@
 
 #include "engine/prove/full_size_witness.h"
 #include "engine/stage/narrowed_stage.h"
+#include "planner/planner.h"
 #include "tests/family_plans.h"
+#include "tests/planner_support.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
@@ -53,6 +55,18 @@ TEST(FullSizeWitness, AReducedOnlyCounterexampleInALargeStageIsNoFinding) {
   EXPECT_NE(r.verdict, Verdict::NotEquivalent) << explain(r);
   EXPECT_NE(r.verdict, Verdict::Equivalent) << explain(r);
   EXPECT_NE(explain(r).find("does not hold at full size"), std::string::npos) << explain(r);
+}
+
+// A generated plan at a long sequence: the MLP down projection's partial
+// sums averaged over tp, in a stage of 327,680 elements. The finding is
+// replayed at full size on the few elements its first row needs.
+TEST(FullSizeWitness, AGeneratedBugAtALongSequenceHasAFullSizeWitness) {
+  planner::PlanConfig c = testing::transformer_config(1, 1, 2, 1, 1);
+  c.seq = 4096;
+  c.bug = "allreduce-mean-not-sum";
+  Report r = verify_json(planner::generate_plan("llama3-tiny", c), "witness-llama");
+  ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << explain(r);
+  EXPECT_NE(explain(r).find("replayed at full size"), std::string::npos) << explain(r);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "engine/prove/full_size_witness.h"
 
+#include <algorithm>
+
 #include "engine/prove/stage_testing.h"
 #include "engine/stage/narrowed_stage.h"
 
@@ -17,6 +19,20 @@ std::vector<int64_t> lifted(std::vector<int64_t> e, const std::vector<int64_t>& 
   return e;
 }
 
+// Integer inputs of the narrowed stage range over the longest line it holds
+// (not only 0 and 1), so that the values next to its constants, such as a
+// vocabulary shard's bounds, are tried: any value is an input the contract
+// allows, and one out of range for an op leaves the domain (a skipped trial).
+void widen_integer_inputs(Stage& s) {
+  int64_t longest = 2;
+  for (const StageTensor& t : s.tensors)
+    for (int64_t n : t.shape) longest = std::max(longest, n);
+  s.value_maps.assign(s.tensors.size(), std::nullopt);
+  for (size_t t = 0; t < s.tensors.size(); ++t)
+    if (s.tensors[t].free && dclass_of(s.tensors[t].dtype) == DClass::Int)
+      s.value_maps[t] = ValueMap{{0, longest}, {0, longest}, 0, 0};
+}
+
 }  // namespace
 
 std::optional<Finding> full_size_witness(const Stage& full, const Finding& reduced,
@@ -26,8 +42,9 @@ std::optional<Finding> full_size_witness(const Stage& full, const Finding& reduc
        ++i) {
     const std::vector<int64_t>& element = reduced.elements[i];
     std::string narrowing;
-    const std::optional<NarrowedStage> n =
+    std::optional<NarrowedStage> n =
         narrow_stage(full, element, budget.narrowed_elements, narrowing);
+    if (n) widen_integer_inputs(n->stage);
     if (!n) {
       why = "element " + index_string(element) + " cannot be narrowed: " + narrowing;
       continue;

@@ -19,7 +19,7 @@ namespace shardproof {
 struct WitnessBudget {
   int64_t narrowed_elements = 1'000'000;  // elements of one narrowed sub-stage
   int elements_tried = 4;                 // failing elements narrowed, one at a time
-  int trials = 3;                         // random trials per sub-stage
+  int trials = 12;  // random trials per sub-stage (a trial with a zero denominator is skipped)
 };
 
 // `reduced` is a mismatch finding of `full` (unreduced) at reduced size.

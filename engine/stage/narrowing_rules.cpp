@@ -111,6 +111,16 @@ NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vec
     std::vector<Shape> one_out = {shape};
     for (size_t k = 0; k < in.size(); ++k)
       n.in.push_back(operand_demand("concat", n.attrs, in_shapes, one_out, k, r));
+  } else if (op == "embedding" && !r.empty() && in[1].shape.size() == 2) {
+    // Ids are positions on the table's rows, which stay whole.
+    n.in.push_back(SliceSpec(r.begin(), r.end() - 1));
+    n.in.push_back({{0, in[1].shape[0]}, r.back()});
+  } else if (op == "gather") {
+    // out[i] = x[i with dim := index[i]]: x at the same positions, its dim whole.
+    const int d = dim_attr(attrs, "dim", shape.size(), 0);
+    SliceSpec x = r;
+    x[d] = {0, in[0].shape[d]};
+    n.in = {x, r};
   } else if (op != "const" && op != "iota") {
     return whole;
   }
