@@ -120,5 +120,36 @@ TEST(NarrowedStage, ComputesWhatTheFullStageComputesOnTransformerStages) {
   EXPECT_GT(checked_stages(planner::generate_plan("llama3-tiny", c)), 0);
 }
 
+// A wrong offset (gate and up columns cut as contiguous blocks) reads the
+// fused weight at two distant columns, one per side of the claim. The
+// weight's elements are independent leaves, so the narrowed stage holds the
+// two columns apart: their hull would be most of the weight (29 million
+// elements at llama3-8b's widths, too many to replay).
+TEST(NarrowedStage, HoldsAWrongOffsetsTwoColumnsApart) {
+  planner::PlanConfig c = testing::transformer_config(1, 1, 2, 1, 1);
+  c.bug = "fused-gate-up-contiguous";
+  const nlohmann::json plan = planner::generate_plan("llama3-tiny", c);
+  EXPECT_GT(checked_stages(plan), 0);
+  ParseResult parsed = parse_plan_text(plan.dump(), "plan.json", "");
+  ASSERT_TRUE(parsed.plan);
+  int seen = 0;
+  for (const Stage& full : build_stages(*parsed.plan)) {
+    // Rank 0's up (rank 1's is right: its block ends the fused weight).
+    if (full.title.rfind("l0.up[", 0) != 0 || full.slice.back().first != 0) continue;
+    std::vector<int64_t> element;
+    for (auto [lo, hi] : full.slice) element.push_back(lo);
+    std::string why;
+    std::optional<NarrowedStage> n = narrow_stage(full, element, 10'000'000, why);
+    ASSERT_TRUE(n) << why;
+    std::vector<SliceSpec> weight_boxes;
+    for (size_t t = 0; t < n->source.size(); ++t)
+      if (full.tensors[n->source[t]].name == "l0.wgu") weight_boxes.push_back(n->box[t]);
+    ASSERT_EQ(weight_boxes.size(), 2u) << full.title;
+    for (const SliceSpec& b : weight_boxes) EXPECT_EQ(b[1].second - b[1].first, 1) << full.title;
+    ++seen;
+  }
+  EXPECT_EQ(seen, 1);
+}
+
 }  // namespace
 }  // namespace shardproof

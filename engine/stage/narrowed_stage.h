@@ -2,9 +2,12 @@
 // depend on (docs/soundness.md, section 5.1, "Findings need a full-size
 // witness"). Demand is pushed back from those elements through the stage's
 // ops and claims (the rules of demanded_region.h); every tensor keeps the box
-// of positions something demanded reads, and every op is rewritten to compute
-// exactly its output's box from its operands' boxes. An op the rules cannot
-// narrow computes its whole output from whole operands. So the narrowed stage
+// of positions something demanded reads (a logical free tensor, whose
+// elements are independent leaves, one box per disjoint region read: a
+// wrong offset reads two distant columns of one weight), and every op is
+// rewritten to compute exactly its output's box from its operands' boxes. An
+// op the rules cannot narrow computes its whole output from whole operands.
+// So the narrowed stage
 // holds, on each box, the values the full stage holds there: a claim that
 // fails in it fails at full size, at the same element.
 #pragma once
