@@ -7,9 +7,8 @@
 // wrong offset reads two distant columns of one weight), and every op is
 // rewritten to compute exactly its output's box from its operands' boxes. An
 // op the rules cannot narrow computes its whole output from whole operands.
-// So the narrowed stage
-// holds, on each box, the values the full stage holds there: a claim that
-// fails in it fails at full size, at the same element.
+// So the narrowed stage holds, on each box, the values the full stage holds
+// there: a claim that fails in it fails at full size, at the same element.
 #pragma once
 
 #include <cstdint>
