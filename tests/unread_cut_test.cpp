@@ -86,6 +86,51 @@ json twin_plan(const std::string& reduce = "sum", bool v_extra = false) {
           {"parallel", parallel}};
 }
 
+// Logically n = neg(x), a = maximum(x, n) (abs, as the torch front end
+// lowers it), m = max(a), y = m * n. Each of two replicated ranks computes
+// n (claimed as n) and a second neg of x, claimed as x scaled by -1 (the
+// twin claim inference proposes), and takes its abs from that twin. The
+// stage of y reads the cut n beside x: with n free, the logical abs of a
+// value no run has differs from the parallel one. `no_twin`: the rank takes
+// maximum(x, x) instead, a real bug.
+json read_cut_plan(bool no_twin = false) {
+  json lt = {{"x", tensor({4})},
+             {"n", tensor({4})},
+             {"a", tensor({4})},
+             {"m", tensor(json::array())},
+             {"y", tensor({4})}};
+  json lops = {{{"op", "neg"}, {"in", {"x"}}, {"out", {"n"}}},
+               {{"op", "maximum"}, {"in", {"x", "n"}}, {"out", {"a"}}},
+               {{"op", "max"}, {"in", {"a"}}, {"out", {"m"}}, {"attrs", {{"dims", {0}}}}},
+               {{"op", "mul"}, {"in", {"m", "n"}}, {"out", {"y"}}}};
+  json logical = {{"tensors", lt}, {"inputs", {"x"}}, {"ops", lops}, {"outputs", {"y"}}};
+  json tensors = json::object(), ops = json::array(), pin = json::array(), pout = json::array();
+  for (int r = 0; r < 2; ++r) {
+    const std::string p = "r" + std::to_string(r) + ".";
+    tensors[p + "x"] = tensor({4}, r, {{"tensor", "x"}});
+    tensors[p + "n"] = tensor({4}, r, {{"tensor", "n"}});
+    tensors[p + "t"] = tensor({4}, r, {{"tensor", "x"}, {"scale", -1}});
+    tensors[p + "a"] = tensor({4}, r);
+    tensors[p + "m"] = tensor(json::array(), r);
+    tensors[p + "y"] = tensor({4}, r, {{"tensor", "y"}});
+    pin.push_back(p + "x");
+    pout.push_back(p + "y");
+    ops.push_back({{"op", "neg"}, {"in", {p + "x"}}, {"out", {p + "n"}}});
+    ops.push_back({{"op", "neg"}, {"in", {p + "x"}}, {"out", {p + "t"}}});
+    ops.push_back(
+        {{"op", "maximum"}, {"in", {p + "x", no_twin ? p + "x" : p + "t"}}, {"out", {p + "a"}}});
+    ops.push_back(
+        {{"op", "max"}, {"in", {p + "a"}}, {"out", {p + "m"}}, {"attrs", {{"dims", {0}}}}});
+    ops.push_back({{"op", "mul"}, {"in", {p + "m", p + "n"}}, {"out", {p + "y"}}});
+  }
+  json parallel = {
+      {"world", 2}, {"tensors", tensors}, {"inputs", pin}, {"ops", ops}, {"outputs", pout}};
+  return {{"format", "shardproof-plan/1"},
+          {"name", "read cut"},
+          {"logical", logical},
+          {"parallel", parallel}};
+}
+
 Plan parse(const json& doc, const std::string& stem) {
   ParseResult parsed = parse_plan_file(testing::write_temp_plan(doc, stem));
   if (!parsed.plan) ADD_FAILURE() << (parsed.error ? parsed.error->to_string() : parsed.io_error);
@@ -185,6 +230,28 @@ TEST(UnreadCut, TheCapturedStepWithAWrongGradientAllReduceIsFound) {
     for (const Finding& f : r.findings)
       EXPECT_EQ(f.tensor, "grad:wpe.weight") << missing << testing::explain(r);
   }
+}
+
+}  // namespace
+}  // namespace shardproof
+
+namespace shardproof {
+namespace {
+
+// A cut tensor the stage reads beside what it is computed from (abs =
+// maximum(x, neg x) with neg x cut) is defined too: clip_grad_norm_ with
+// norm_type=inf was refuted for values no run has.
+TEST(UnreadCut, ACutTheStageReadsBesideItsProducersIsDefined) {
+  const Plan plan = parse(read_cut_plan(), "read-cut");
+  EXPECT_TRUE(computes(plan, unit_of(plan, cut_units(plan), "y"), "n"));
+  const Report r = verify_plan(plan, options(ClaimInference::Off));
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+}
+
+TEST(UnreadCut, AnAbsWithoutItsNegationIsStillFound) {
+  const Report r = verify_plan(parse(read_cut_plan(true), "read-cut-bug"), options());
+  ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+  EXPECT_EQ(r.findings[0].tensor, "y") << testing::explain(r);
 }
 
 }  // namespace

@@ -13,7 +13,8 @@ std::optional<std::set<int>> defining_walk(const Graph& log, int t, const std::s
   while (!work.empty()) {
     const int u = work.back();
     work.pop_back();
-    if (held.count(u) || written.count(u)) continue;
+    // `t` itself may be held (read by the cone): its walk starts anyway.
+    if ((u != t && held.count(u)) || written.count(u)) continue;
     const int op = log.producer[static_cast<size_t>(u)];
     if (op < 0) return std::nullopt;  // a free value the logical side never reads
     if (!ops.insert(op).second) continue;
@@ -27,19 +28,19 @@ std::optional<std::set<int>> defining_walk(const Graph& log, int t, const std::s
 
 }  // namespace
 
-std::vector<int> defined_cut_tensors(const Graph& log, const std::vector<int>& unread,
+std::vector<int> defined_cut_tensors(const Graph& log, const std::vector<int>& cut,
                                      std::set<int> held) {
   std::vector<int> defined;
-  std::vector<char> done(unread.size(), 0);
+  std::vector<char> done(cut.size(), 0);
   // A tensor defined may hold what another's walk ends at: to a fixpoint.
   for (bool changed = true; changed;) {
     changed = false;
-    for (size_t i = 0; i < unread.size(); ++i) {
+    for (size_t i = 0; i < cut.size(); ++i) {
       if (done[i]) continue;
-      std::optional<std::set<int>> written = defining_walk(log, unread[i], held);
+      std::optional<std::set<int>> written = defining_walk(log, cut[i], held);
       if (!written) continue;
       done[i] = 1, changed = true;
-      defined.push_back(unread[i]);
+      defined.push_back(cut[i]);
       held.insert(written->begin(), written->end());
     }
   }

@@ -86,25 +86,29 @@ class GraphCone {
   std::set<int> reached_, seen_, ops_;
 };
 
-// Cut tensors that `cone` (from `seeds`) never reads are computed in the stage
-// when their producers are at hand (defined_cut.h): they join `defined` and
-// the seeds, each demanded as the hull of its claimed slices, and the cone
-// is walked again.
-void define_unread_cut(const Graph& log, const std::set<int>& cut,
-                       const std::map<int, SliceSpec>& claimed,
-                       std::vector<std::pair<int, SliceSpec>> seeds, std::set<int>& defined,
-                       std::vector<int>& cone, const std::function<bool(int)>& stop) {
+// Cut tensors whose producers are at hand are computed in the stage
+// (defined_cut.h): those `cone` (from `seeds`) never reads, and those it
+// reads beside what they are computed from (abs = maximum(x, neg x) with
+// neg x cut). They join `defined` and the seeds, each demanded as the hull
+// of its claimed slices, and the cone is walked again.
+void define_cut_by_producers(const Graph& log, const std::set<int>& cut,
+                             const std::map<int, SliceSpec>& claimed,
+                             std::vector<std::pair<int, SliceSpec>> seeds, std::set<int>& defined,
+                             std::vector<int>& cone, const std::function<bool(int)>& stop) {
   std::set<int> held;
   for (const auto& seed : seeds) held.insert(seed.first);
   for (int op : cone) {
     held.insert(log.ops[op].in.begin(), log.ops[op].in.end());
     held.insert(log.ops[op].out.begin(), log.ops[op].out.end());
   }
-  std::vector<int> unread;
+  // Unread ones first: their walks may end at each other, never at a read one.
+  std::vector<int> candidates;
   for (int t : cut)
-    if (!held.count(t)) unread.push_back(t);
-  if (unread.empty()) return;
-  for (int t : defined_cut_tensors(log, unread, held)) {
+    if (!held.count(t)) candidates.push_back(t);
+  for (int t : cut)
+    if (held.count(t)) candidates.push_back(t);
+  if (candidates.empty()) return;
+  for (int t : defined_cut_tensors(log, candidates, held)) {
     defined.insert(t);
     seeds.push_back({t, claimed.at(t)});
   }
@@ -180,7 +184,7 @@ void cut_cones(const Plan& plan, StageUnit& unit) {
   if ((unit.over.empty() && cut.count(unit.logical)) || seeds.empty()) return;
   // Only what the claimed region depends on; the rest are free leaves.
   unit.logical_cone = demanded_cone(log, seeds, stop);
-  define_unread_cut(log, cut, claimed, seeds, defined, unit.logical_cone, stop);
+  define_cut_by_producers(log, cut, claimed, seeds, defined, unit.logical_cone, stop);
 }
 
 namespace {

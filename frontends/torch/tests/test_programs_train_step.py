@@ -60,20 +60,8 @@ def _id(run):
     return f"{prog}[{extra}]-{bug or 'ok'}" if extra else f"{prog}-{bug or 'ok'}"
 
 
-# Correct programs the engine refutes today (the front end's plan is right: both graphs,
-# evaluated on random inputs, agree on every claim). Claim inference proposes a claim through a
-# derived twin of a tensor (-1 x neg(x) under abs, a twin the logical side also reads), and
-# testing refutes the next stage for values no program reaches. (The twins the logical side
-# never reads, r/ps = 100 x scale(p)[block] under L2 decay, the MoE and zero_tp ones, are
-# defined by their producers since docs/soundness.md section 2's unread-cut rule.)
-ENGINE_FALSE_REFUTATIONS = {
-    "clip[ddp-inf]-ok": "abs = maximum(x, neg x): neg x is a -1 twin of x (engine: inferred twin)",
-}
-
 def _param(run):
-    reason = ENGINE_FALSE_REFUTATIONS.get(_id(run))
-    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-    return pytest.param(run, id=_id(run), marks=marks)
+    return pytest.param(run, id=_id(run))
 
 
 RUNS = [_param((prog, env, bug)) for prog, env, bugs in CASES for bug in [None] + bugs]
