@@ -3,7 +3,9 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "engine/prove/full_size_witness.h"
 #include "engine/prove/stage_testing.h"
 #include "engine/stage/shape_reduction.h"
 
@@ -51,14 +53,66 @@ StageOutcome back_proof(const Stage& full, StageOutcome out, const FullSizeBudge
                      "); the reduction rules miss a case here: please report it");
 }
 
+// The mismatch findings of `out` that hold at full size (full_size_witness.h),
+// or nullopt and why none does.
+std::optional<std::vector<Finding>> witnessed(const Stage& full, const StageOutcome& out,
+                                              const FullSizeBudget& budget, std::string& why) {
+  std::vector<Finding> found;
+  why = "no mismatch to replay";
+  for (const Finding& f : out.findings) {
+    if (f.kind != "mismatch") continue;
+    if (std::optional<Finding> w = full_size_witness(full, f, budget.witness, why))
+      found.push_back(std::move(*w));
+  }
+  if (found.empty()) return std::nullopt;
+  return found;
+}
+
+// A refutation of a stage too large to test whole: confirmed on the
+// sub-stage its failing elements need, else proven again at a second piece
+// size, whose refutation must be confirmed the same way. Anything else is
+// unknown: neither a finding without a witness nor a proof at reduced size
+// that contradicts one.
+StageOutcome witness_large(const Stage& full, StageOutcome out, const FullSizeBudget& budget,
+                           const ProverOptions& options) {
+  std::string why;
+  if (std::optional<std::vector<Finding>> w = witnessed(full, out, budget, why)) {
+    out.findings = std::move(*w);
+    return out;
+  }
+  std::string second_why = "it stays too large";
+  Stage second = full;
+  reduce_stage(second, budget.second_piece);
+  const std::string pieces = "pieces of " + std::to_string(budget.second_piece);
+  if (second.reduced) {
+    StageOutcome again = prove_stage(second, options);
+    out.queries += again.queries;
+    if (again.status == StageStatus::Refuted) {
+      std::string why_again;
+      if (std::optional<std::vector<Finding>> w = witnessed(full, again, budget, why_again)) {
+        again.findings = std::move(*w);
+        again.seconds += out.seconds;
+        again.queries = out.queries;
+        return again;
+      }
+      second_why = "refuted there too, without a full-size witness (" + why_again + ")";
+    } else if (again.status == StageStatus::Proven) {
+      second_why = "proven there";
+    } else {
+      second_why = "undecided there";
+    }
+  }
+  return unknown(full, std::move(out),
+                 "refuted at reduced size, but the counterexample does not hold at full size (" +
+                     why + "); at " + pieces + " the stage is " + second_why +
+                     ": a counterexample that exists only at reduced size is no finding");
+}
+
 // A refutation at reduced size, confirmed at full size or withdrawn.
 StageOutcome witness(const Stage& full, StageOutcome out, const FullSizeBudget& budget,
                      const ProverOptions& options) {
-  if (full.element_count() > budget.test_elements) {
-    for (Finding& f : out.findings)
-      if (f.kind == "mismatch") f.message += "; not replayed at full size (stage too large)";
-    return out;
-  }
+  if (full.element_count() > budget.test_elements)
+    return witness_large(full, std::move(out), budget, options);
   if (refute_by_testing(full, std::max(options.test_trials, 3), /*aim_at_constants=*/true))
     return out;
   if (full.element_count() <= budget.solve_elements) {

@@ -6,12 +6,16 @@
 //   *unknown* with a loud diagnostic, never equivalent;
 // - a refutation needs a full-size witness: random values at full size, or
 //   a proof of the full stage, else it is *unknown* (a counterexample that
-//   exists only at reduced size must not block a commit). Stages too large
-//   to test at full size keep the reduced refutation, noted as such.
+//   exists only at reduced size must not block a commit). In a stage too
+//   large to test whole, the failing elements are replayed at full size on
+//   the sub-stage they need (full_size_witness.h); without a witness the
+//   stage is proven again at pieces of 3, and is unknown unless that
+//   refutation is witnessed.
 #pragma once
 
 #include <cstdint>
 
+#include "engine/prove/full_size_witness.h"
 #include "engine/prove/stage_prover.h"
 #include "engine/stage/stage.h"
 
@@ -21,6 +25,7 @@ struct FullSizeBudget {
   int64_t test_elements = 20'000;   // full stages tested on random values
   int64_t solve_elements = 20'000;  // full stages re-proven when testing finds no witness
   int64_t second_piece = 3;         // the backstop's second reduction
+  WitnessBudget witness;            // larger refuted stages: the narrowed witness
 };
 
 // `reduced` (already reduced) was decided as `outcome`; `full` is the same

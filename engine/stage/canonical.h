@@ -14,7 +14,7 @@ namespace shardproof {
 
 // Bumped whenever the encoding, the prover or the canonical form changes in
 // a way that could change a verdict. Part of every stage key.
-constexpr int kEngineVersion = 1;
+constexpr int kEngineVersion = 2;  // 2: refutations of large stages need a full-size witness
 
 // `with_full_size` false leaves out what only reports read (full positions,
 // full value-map bounds): what is left is all a verdict depends on. Full

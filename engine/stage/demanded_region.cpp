@@ -36,14 +36,14 @@ void unite(std::map<int, Box>& demand, int tensor, const Box& box) {
   }
 }
 
-int64_t attr_int(const Op& op, const char* name, int64_t fallback) {
-  auto it = op.attrs.find(name);
-  return it != op.attrs.end() && it->second.is_int() ? it->second.as_int() : fallback;
+int64_t attr_int(const AttrMap& attrs, const char* name, int64_t fallback) {
+  auto it = attrs.find(name);
+  return it != attrs.end() && it->second.is_int() ? it->second.as_int() : fallback;
 }
 
-bool attr_bool(const Op& op, const char* name) {
-  auto it = op.attrs.find(name);
-  return it != op.attrs.end() && it->second.kind == Attr::Kind::Bool && it->second.boolean;
+bool attr_bool(const AttrMap& attrs, const char* name) {
+  auto it = attrs.find(name);
+  return it != attrs.end() && it->second.kind == Attr::Kind::Bool && it->second.boolean;
 }
 
 int norm_dim(int64_t d, size_t rank) {
@@ -73,32 +73,45 @@ bool elementwise(const std::string& op) {
   return names.count(op) > 0;
 }
 
+// An op as the demand rules read it: operator, attributes, operand shapes.
+struct OpView {
+  const std::string& name;
+  const AttrMap& attrs;
+  std::vector<Shape> in, out;
+};
+
+OpView view_of(const Graph& g, const Op& op) {
+  OpView v{op.op, op.attrs, {}, {}};
+  for (int t : op.in) v.in.push_back(g.tensors[t].shape);
+  for (int t : op.out) v.out.push_back(g.tensors[t].shape);
+  return v;
+}
+
 // Demand on input `k` of `op` given the (union) demand `r` on its first
 // output (all outputs of a multi-output op share one shape except split).
-Box input_demand(const Graph& g, const Op& op, size_t k, const Box& r,
-                 const std::vector<Box>& out_demand) {
-  const Shape& in = g.tensors[op.in[k]].shape;
-  const Shape& out = g.tensors[op.out[0]].shape;
-  const std::string& name = op.op;
+Box input_demand(const OpView& op, size_t k, const Box& r, const std::vector<Box>& out_demand) {
+  const Shape& in = op.in[k];
+  const Shape& out = op.out[0];
+  const std::string& name = op.name;
   if (elementwise(name)) return in.size() <= out.size() ? broadcast_in(in, out, r) : full_box(in);
   if (name == "slice") {
     Box box = r;
-    const int d = norm_dim(attr_int(op, "dim", 0), in.size());
-    const int64_t start = attr_int(op, "start", 0);
+    const int d = norm_dim(attr_int(op.attrs, "dim", 0), in.size());
+    const int64_t start = attr_int(op.attrs, "start", 0);
     box[d] = {r[d].first + start, r[d].second + start};
     return box;
   }
   if (name == "concat") {
-    const int d = norm_dim(attr_int(op, "dim", 0), out.size());
+    const int d = norm_dim(attr_int(op.attrs, "dim", 0), out.size());
     int64_t offset = 0;
-    for (size_t j = 0; j < k; ++j) offset += g.tensors[op.in[j]].shape[d];
+    for (size_t j = 0; j < k; ++j) offset += op.in[j][d];
     Box box = r;
     box[d] = {std::max<int64_t>(r[d].first - offset, 0),
               std::min<int64_t>(r[d].second - offset, in[d])};
     return box;
   }
   if (name == "split") {
-    const int d = norm_dim(attr_int(op, "dim", 0), in.size());
+    const int d = norm_dim(attr_int(op.attrs, "dim", 0), in.size());
     Box box;
     int64_t offset = 0;
     for (size_t o = 0; o < op.out.size(); ++o) {
@@ -114,7 +127,7 @@ Box input_demand(const Graph& g, const Op& op, size_t k, const Box& r,
                       std::max(box[j].second, shifted[j].second)};
         }
       }
-      offset += g.tensors[op.out[o]].shape[d];
+      offset += op.out[o][d];
     }
     return box.empty() ? full_box(in) : box;
   }
@@ -144,7 +157,7 @@ Box input_demand(const Graph& g, const Op& op, size_t k, const Box& r,
     } else {
       for (int64_t d : it->second.as_int_list()) reduced.insert(norm_dim(d, in.size()));
     }
-    const bool keep = attr_bool(op, "keepdim");
+    const bool keep = attr_bool(op.attrs, "keepdim");
     Box box;
     size_t o = 0;
     for (size_t d = 0; d < in.size(); ++d) {
@@ -159,12 +172,12 @@ Box input_demand(const Graph& g, const Op& op, size_t k, const Box& r,
   }
   if (name == "softmax" || name == "log_softmax") {
     Box box = r;
-    const int d = norm_dim(attr_int(op, "dim", -1), in.size());
+    const int d = norm_dim(attr_int(op.attrs, "dim", -1), in.size());
     box[d] = {0, in[d]};
     return box;
   }
   if (name == "matmul" && in.size() >= 2 && out.size() >= 2) {
-    const bool ta = attr_bool(op, "transpose_a"), tb = attr_bool(op, "transpose_b");
+    const bool ta = attr_bool(op.attrs, "transpose_a"), tb = attr_bool(op.attrs, "transpose_b");
     const size_t rank = in.size();
     // Batch dims broadcast like elementwise operands.
     Shape out_batch(out.begin(), out.end() - 2), in_batch(in.begin(), in.end() - 2);
@@ -186,8 +199,12 @@ Box input_demand(const Graph& g, const Op& op, size_t k, const Box& r,
 }  // namespace
 
 SliceSpec operand_demand(const Graph& g, int op_index, size_t k, const SliceSpec& region) {
-  const Op& op = g.ops[op_index];
-  return input_demand(g, op, k, region, {region});
+  return input_demand(view_of(g, g.ops[op_index]), k, region, {region});
+}
+
+SliceSpec operand_demand(const std::string& op, const AttrMap& attrs, const std::vector<Shape>& in,
+                         const std::vector<Shape>& out, size_t k, const SliceSpec& region) {
+  return input_demand(OpView{op, attrs, in, out}, k, region, {region});
 }
 
 namespace {
@@ -215,8 +232,9 @@ bool propagate(const Graph& g, int op_index, std::map<int, Box>& demand) {
       if (!d.empty()) unite(joint, 0, d);
     first = joint.count(0) ? joint[0] : full_box(g.tensors[op.out[0]].shape);
   }
+  const OpView view = view_of(g, op);
   for (size_t k = 0; k < op.in.size(); ++k)
-    unite(demand, op.in[k], input_demand(g, op, k, first, out_demand));
+    unite(demand, op.in[k], input_demand(view, k, first, out_demand));
   return true;
 }
 

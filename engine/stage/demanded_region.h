@@ -27,6 +27,10 @@ std::vector<int> demanded_cone(const Graph& graph,
 // The demand that `region` of the (one) output of op `op` places on its
 // operand `k`.
 SliceSpec operand_demand(const Graph& graph, int op, size_t k, const SliceSpec& region);
+// The same from the operator, its attributes and its operands' shapes (a
+// stage's op, which has no graph). Not for split (its outputs differ).
+SliceSpec operand_demand(const std::string& op, const AttrMap& attrs, const std::vector<Shape>& in,
+                         const std::vector<Shape>& out, size_t k, const SliceSpec& region);
 
 // How logical tensor `t`'s producer contracts (checked by the parser for
 // every restricted claim; throws std::logic_error otherwise).

@@ -1,0 +1,151 @@
+#include "engine/stage/narrowing_rules.h"
+
+#include <set>
+
+#include "engine/ops/op_registry.h"
+#include "engine/stage/demanded_region.h"
+
+namespace shardproof {
+namespace {
+
+SliceSpec whole_box(const Shape& shape) {
+  SliceSpec box;
+  for (int64_t n : shape) box.push_back({0, n});
+  return box;
+}
+
+bool empty_box(const SliceSpec& box) {
+  for (auto [lo, hi] : box)
+    if (lo >= hi) return true;
+  return false;
+}
+
+Shape sizes(const SliceSpec& box) {
+  Shape s;
+  for (auto [lo, hi] : box) s.push_back(hi - lo);
+  return s;
+}
+
+int dim_attr(const AttrMap& attrs, const char* key, size_t rank, int64_t fallback) {
+  auto it = attrs.find(key);
+  int64_t d = it != attrs.end() && it->second.is_int() ? it->second.as_int() : fallback;
+  return static_cast<int>(d < 0 ? d + static_cast<int64_t>(rank) : d);
+}
+
+// Ops whose output box is computed by the same op on the operand boxes that
+// demanded_region.h gives (elementwise with broadcasting, data movement at
+// fixed offsets, reductions and contractions over whole lines).
+bool by_demand_rules(const std::string& op) {
+  static const std::set<std::string> names = {
+      "add",     "sub",    "mul",  "div",    "maximum",    "minimum",     "neg",
+      "exp",     "log",    "sqrt", "rsqrt",  "tanh",       "sigmoid",     "relu",
+      "gelu",    "silu",   "erf",  "square", "reciprocal", "scale",       "pow",
+      "map",     "where",  "eq",   "lt",     "le",         "gt",          "ge",
+      "cast",    "expand", "sgd",  "adam",   "slice",      "concat",      "transpose",
+      "reshape", "sum",    "mean", "max",    "softmax",    "log_softmax", "matmul"};
+  return names.count(op) > 0;
+}
+
+// The box an op can compute for `demand`: lines it reads whole (a softmax's
+// dim, a norm's last dim, the dims a reshape folds, iota's dim from 0) are
+// widened to the whole line.
+SliceSpec widened(const std::string& op, const AttrMap& attrs, const std::vector<TensorInfo>& in,
+                  const Shape& out, SliceSpec r) {
+  if (op == "softmax" || op == "log_softmax") {
+    const int d = dim_attr(attrs, "dim", out.size(), -1);
+    r[d] = {0, out[d]};
+  } else if ((op == "layernorm" || op == "rmsnorm") && !out.empty()) {
+    r.back() = {0, out.back()};
+  } else if (op == "iota") {
+    r[dim_attr(attrs, "dim", out.size(), 0)].first = 0;
+  } else if (op == "reshape") {
+    // Trailing dims the reshape leaves alone keep their box (as in
+    // demanded_region.cpp); the dims it folds are whole.
+    const Shape& x = in[0].shape;
+    size_t kept = 0;
+    while (kept < std::min(x.size(), out.size()) &&
+           x[x.size() - 1 - kept] == out[out.size() - 1 - kept])
+      ++kept;
+    for (size_t d = 0; d + kept < out.size(); ++d) r[d] = {0, out[d]};
+  }
+  return r;
+}
+
+NarrowedOp whole_op(const std::string& op, const AttrMap& attrs, const std::vector<TensorInfo>& in,
+                    const std::vector<TensorInfo>& out) {
+  NarrowedOp n{op, attrs, {}, {}};
+  for (const TensorInfo& t : out) n.out.push_back(whole_box(t.shape));
+  for (const TensorInfo& t : in) n.in.push_back(whole_box(t.shape));
+  return n;
+}
+
+}  // namespace
+
+NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vector<TensorInfo>& in,
+                     const std::vector<TensorInfo>& out, const SliceSpec& demand) {
+  NarrowedOp whole = whole_op(op, attrs, in, out);
+  for (const TensorInfo& t : out)
+    if (t.shape != out[0].shape) return whole;  // split: outputs of several shapes
+  if (out.empty()) return whole;
+  std::vector<Shape> in_shapes, out_shapes;
+  for (const TensorInfo& t : in) in_shapes.push_back(t.shape);
+  for (const TensorInfo& t : out) out_shapes.push_back(t.shape);
+  const Shape& shape = out[0].shape;
+  const SliceSpec r = widened(op, attrs, in, shape, demand);
+  NarrowedOp n{op, attrs, std::vector<SliceSpec>(out.size(), r), {}};
+  if (by_demand_rules(op)) {
+    if (op == "matmul" && (shape.size() < 2 || in[0].shape.size() < 2 || in[1].shape.size() < 2))
+      return whole;
+    for (size_t k = 0; k < in.size(); ++k)
+      n.in.push_back(operand_demand(op, attrs, in_shapes, out_shapes, k, r));
+  } else if (op == "layernorm" || op == "rmsnorm") {
+    n.in.push_back(r);
+    for (size_t k = 1; k < in.size(); ++k) n.in.push_back(whole_box(in[k].shape));
+  } else if (op == "all_reduce" || op == "broadcast" || op == "send") {
+    n.in.assign(in.size(), r);  // every member's box is the same box
+  } else if (op == "all_gather") {
+    // Each output is the concat of the inputs in group order.
+    n.op = "concat";
+    n.attrs = {{"dim", attrs.at("dim")}};
+    n.per_output = true;
+    std::vector<Shape> one_out = {shape};
+    for (size_t k = 0; k < in.size(); ++k)
+      n.in.push_back(operand_demand("concat", n.attrs, in_shapes, one_out, k, r));
+  } else if (op == "embedding" && !r.empty() && in[1].shape.size() == 2) {
+    // Ids are positions on the table's rows, which stay whole.
+    n.in.push_back(SliceSpec(r.begin(), r.end() - 1));
+    n.in.push_back({{0, in[1].shape[0]}, r.back()});
+  } else if (op == "gather") {
+    // out[i] = x[i with dim := index[i]]: x at the same positions, its dim whole.
+    const int d = dim_attr(attrs, "dim", shape.size(), 0);
+    SliceSpec x = r;
+    x[d] = {0, in[0].shape[d]};
+    n.in = {x, r};
+  } else if (op != "const" && op != "iota") {
+    return whole;
+  }
+  // Attributes that carry sizes or positions.
+  if (op == "expand" || op == "reshape" || op == "const" || op == "iota")
+    n.attrs["shape"] = Attr::of_int_list(sizes(r));
+  if (op == "slice") {
+    // The operand box is exactly the sliced part: the slice is the identity.
+    const int d = dim_attr(attrs, "dim", shape.size(), 0);
+    n.attrs["start"] = Attr::of_int(0);
+    n.attrs["end"] = Attr::of_int(r[d].second - r[d].first);
+  }
+  // The operator's own shape rule must give the boxes' sizes.
+  const OpDef* def = OpRegistry::instance().find(n.op);
+  std::vector<TensorInfo> narrowed_in, narrowed_out;
+  for (size_t k = 0; k < in.size(); ++k)
+    if (in[k].shape.empty() || !empty_box(n.in[k]))
+      narrowed_in.push_back({sizes(n.in[k]), in[k].dtype});
+  const size_t n_out = n.per_output ? 1 : out.size();
+  if (!def || !def->infer(n.attrs, narrowed_in, n_out, narrowed_out).empty()) return whole;
+  for (size_t o = 0; o < out.size(); ++o) {
+    const size_t from = n.per_output ? 0 : o;
+    if (from >= narrowed_out.size() || narrowed_out[from].shape != sizes(n.out[o])) return whole;
+  }
+  return n;
+}
+
+}  // namespace shardproof
