@@ -17,7 +17,7 @@
 namespace shardproof {
 
 struct WitnessBudget {
-  int64_t narrowed_elements = 1'000'000;  // elements of one narrowed sub-stage
+  int64_t narrowed_elements = 4'000'000;  // elements of one narrowed sub-stage
   int elements_tried = 4;                 // failing elements narrowed, one at a time
   int trials = 12;  // random trials per sub-stage (a trial with a zero denominator is skipped)
 };
