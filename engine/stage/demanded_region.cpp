@@ -1,4 +1,5 @@
 #include "engine/stage/demanded_region.h"
+#include "engine/stage/boxes.h"
 
 #include <algorithm>
 #include <map>
@@ -13,21 +14,9 @@ namespace {
 
 using Box = SliceSpec;
 
-Box full_box(const Shape& shape) {
-  Box box;
-  for (int64_t n : shape) box.push_back({0, n});
-  return box;
-}
-
-bool empty(const Box& box) {
-  for (auto [lo, hi] : box)
-    if (lo >= hi) return true;
-  return false;
-}
-
 // Bounding box of two demands on the same tensor.
 void unite(std::map<int, Box>& demand, int tensor, const Box& box) {
-  if (empty(box)) return;
+  if (empty_box(box)) return;
   auto [it, inserted] = demand.emplace(tensor, box);
   if (inserted) return;
   for (size_t d = 0; d < box.size(); ++d) {
@@ -93,7 +82,7 @@ Box input_demand(const OpView& op, size_t k, const Box& r, const std::vector<Box
   const Shape& in = op.in[k];
   const Shape& out = op.out[0];
   const std::string& name = op.name;
-  if (elementwise(name)) return in.size() <= out.size() ? broadcast_in(in, out, r) : full_box(in);
+  if (elementwise(name)) return in.size() <= out.size() ? broadcast_in(in, out, r) : whole_box(in);
   if (name == "slice") {
     Box box = r;
     const int d = norm_dim(attr_int(op.attrs, "dim", 0), in.size());
@@ -116,7 +105,7 @@ Box input_demand(const OpView& op, size_t k, const Box& r, const std::vector<Box
     int64_t offset = 0;
     for (size_t o = 0; o < op.out.size(); ++o) {
       const Box& ro = out_demand[o];
-      if (!ro.empty() && !empty(ro)) {
+      if (!ro.empty() && !empty_box(ro)) {
         Box shifted = ro;
         shifted[d] = {ro[d].first + offset, ro[d].second + offset};
         if (box.empty()) {
@@ -129,19 +118,19 @@ Box input_demand(const OpView& op, size_t k, const Box& r, const std::vector<Box
       }
       offset += op.out[o][d];
     }
-    return box.empty() ? full_box(in) : box;
+    return box.empty() ? whole_box(in) : box;
   }
   if (name == "transpose") {
     auto it = op.attrs.find("perm");
-    if (it == op.attrs.end() || !it->second.is_int_list()) return full_box(in);
+    if (it == op.attrs.end() || !it->second.is_int_list()) return whole_box(in);
     const std::vector<int64_t> perm = it->second.as_int_list();
-    Box box = full_box(in);
+    Box box = whole_box(in);
     for (size_t i = 0; i < perm.size(); ++i) box[norm_dim(perm[i], in.size())] = r[i];
     return box;
   }
   if (name == "reshape") {
     // Trailing dimensions the reshape leaves alone keep their region.
-    Box box = full_box(in);
+    Box box = whole_box(in);
     for (size_t j = 1; j <= std::min(in.size(), out.size()); ++j) {
       if (in[in.size() - j] != out[out.size() - j]) break;
       // Only when every dim before it on both sides folds into one another.
@@ -183,7 +172,7 @@ Box input_demand(const OpView& op, size_t k, const Box& r, const std::vector<Box
     Shape out_batch(out.begin(), out.end() - 2), in_batch(in.begin(), in.end() - 2);
     Box r_batch(r.begin(), r.end() - 2);
     Box box = in_batch.size() <= out_batch.size() ? broadcast_in(in_batch, out_batch, r_batch)
-                                                  : full_box(in_batch);
+                                                  : whole_box(in_batch);
     box.push_back({0, in[rank - 2]});
     box.push_back({0, in[rank - 1]});
     const auto rows = r[out.size() - 2], cols = r[out.size() - 1];
@@ -193,7 +182,7 @@ Box input_demand(const OpView& op, size_t k, const Box& r, const std::vector<Box
       box[tb ? rank - 2 : rank - 1] = cols;
     return box;
   }
-  return full_box(in);
+  return whole_box(in);
 }
 
 }  // namespace
@@ -230,7 +219,7 @@ bool propagate(const Graph& g, int op_index, std::map<int, Box>& demand) {
     std::map<int, Box> joint;
     for (const Box& d : out_demand)
       if (!d.empty()) unite(joint, 0, d);
-    first = joint.count(0) ? joint[0] : full_box(g.tensors[op.out[0]].shape);
+    first = joint.count(0) ? joint[0] : whole_box(g.tensors[op.out[0]].shape);
   }
   const OpView view = view_of(g, op);
   for (size_t k = 0; k < op.in.size(); ++k)
@@ -256,7 +245,7 @@ std::vector<int> demanded_cone(const Graph& g, const std::vector<std::pair<int, 
       queue.push({g.topo_rank[producer], producer});
   };
   for (const auto& [tensor, region] : seeds)
-    unite(demand, tensor, region.empty() ? full_box(g.tensors[tensor].shape) : region);
+    unite(demand, tensor, region.empty() ? whole_box(g.tensors[tensor].shape) : region);
   for (const auto& seed : seeds) reach(seed.first);
   std::vector<int> kept;
   while (!queue.empty()) {

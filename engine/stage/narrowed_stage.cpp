@@ -1,4 +1,5 @@
 #include "engine/stage/narrowed_stage.h"
+#include "engine/stage/boxes.h"
 
 #include <map>
 #include <stdexcept>
@@ -9,18 +10,6 @@ namespace shardproof {
 namespace {
 
 using Box = SliceSpec;
-
-bool empty_box(const Box& box) {
-  for (auto [lo, hi] : box)
-    if (lo >= hi) return true;
-  return false;
-}
-
-Shape sizes(const Box& box) {
-  Shape s;
-  for (auto [lo, hi] : box) s.push_back(hi - lo);
-  return s;
-}
 
 Box shifted(const Box& box, const SliceSpec& by, int sign) {
   Box out = box;
@@ -195,7 +184,7 @@ class Writer {
  private:
   StageTensor narrowed_tensor(const StageTensor& st, const Box& box) const {
     StageTensor t = st;
-    t.shape = t.full_shape = sizes(box);
+    t.shape = t.full_shape = box_sizes(box);
     return t;
   }
 
@@ -288,7 +277,7 @@ std::optional<NarrowedStage> narrow_stage(const Stage& full, const std::vector<i
   demand.walk();
   int64_t count = 0;
   for (size_t t = 0; t < full.tensors.size(); ++t)
-    for (const Box& b : demand.boxes(static_cast<int>(t))) count += element_count(sizes(b));
+    for (const Box& b : demand.boxes(static_cast<int>(t))) count += element_count(box_sizes(b));
   if (count > max_elements) {
     why = "the elements it needs number " + std::to_string(count) + " (over " +
           std::to_string(max_elements) + ")";

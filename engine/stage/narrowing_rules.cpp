@@ -1,4 +1,5 @@
 #include "engine/stage/narrowing_rules.h"
+#include "engine/stage/boxes.h"
 
 #include <set>
 
@@ -7,24 +8,6 @@
 
 namespace shardproof {
 namespace {
-
-SliceSpec whole_box(const Shape& shape) {
-  SliceSpec box;
-  for (int64_t n : shape) box.push_back({0, n});
-  return box;
-}
-
-bool empty_box(const SliceSpec& box) {
-  for (auto [lo, hi] : box)
-    if (lo >= hi) return true;
-  return false;
-}
-
-Shape sizes(const SliceSpec& box) {
-  Shape s;
-  for (auto [lo, hi] : box) s.push_back(hi - lo);
-  return s;
-}
 
 int dim_attr(const AttrMap& attrs, const char* key, size_t rank, int64_t fallback) {
   auto it = attrs.find(key);
@@ -126,7 +109,7 @@ NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vec
   }
   // Attributes that carry sizes or positions.
   if (op == "expand" || op == "reshape" || op == "const" || op == "iota")
-    n.attrs["shape"] = Attr::of_int_list(sizes(r));
+    n.attrs["shape"] = Attr::of_int_list(box_sizes(r));
   if (op == "slice") {
     // The operand box is exactly the sliced part: the slice is the identity.
     const int d = dim_attr(attrs, "dim", shape.size(), 0);
@@ -138,12 +121,13 @@ NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vec
   std::vector<TensorInfo> narrowed_in, narrowed_out;
   for (size_t k = 0; k < in.size(); ++k)
     if (in[k].shape.empty() || !empty_box(n.in[k]))
-      narrowed_in.push_back({sizes(n.in[k]), in[k].dtype});
+      narrowed_in.push_back({box_sizes(n.in[k]), in[k].dtype});
   const size_t n_out = n.per_output ? 1 : out.size();
   if (!def || !def->infer(n.attrs, narrowed_in, n_out, narrowed_out).empty()) return whole;
   for (size_t o = 0; o < out.size(); ++o) {
     const size_t from = n.per_output ? 0 : o;
-    if (from >= narrowed_out.size() || narrowed_out[from].shape != sizes(n.out[o])) return whole;
+    if (from >= narrowed_out.size() || narrowed_out[from].shape != box_sizes(n.out[o]))
+      return whole;
   }
   return n;
 }
