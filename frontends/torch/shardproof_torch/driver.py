@@ -30,8 +30,9 @@ def default_step_sources(h):
 
 
 class Capture:
-    def __init__(self, path, mesh_override=None, emit=(), claim_grads=True):
+    def __init__(self, path, mesh_override=None, emit=(), claim_grads=True, share_lowering=True):
         self.path = path
+        self.share_lowering = share_lowering
         self.mesh_override = mesh_override or {}
         self.emit = set(emit)
         self.claim_grads = claim_grads
@@ -113,7 +114,8 @@ class Capture:
         meta = {"captured_by": "shardproof_torch", "harness": h.file,
                 "mesh": dict(mesh.axes), "distinct_rank_programs": len(traces)}
         name = f"{h.file} " + " ".join(f"{a}{n}" for a, n in mesh.axes)
-        plan = write_plan(name, meta, ltrace, programs, mesh.world, self.emit, self.claim_grads)
+        plan = write_plan(name, meta, ltrace, programs, mesh.world, self.emit, self.claim_grads,
+                          self.share_lowering)
         self.stats["lower_s"] = round(time.time() - t1, 3)
         return plan
 

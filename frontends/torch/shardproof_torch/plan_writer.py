@@ -8,6 +8,7 @@ from .errors import CaptureError
 from .lowering import Lowerer
 from .lowering.core import GraphBuilder, V
 from .lowering.numbers import as_fraction
+from .rank_template import RankTemplates
 
 PARAM, BUFFER, BATCH = "param", "buffer", "batch"
 
@@ -91,8 +92,12 @@ def _pieces(L, v, blocks, base):
     return L.emit_multi("split", [v], metas, {"dim": dim, "sizes": sizes}, base=base)
 
 
-def lower_rank(prog: RankProgram, b: GraphBuilder, logical_grads, logical_tensors):
+def lower_rank(prog: RankProgram, b: GraphBuilder, logical_grads, origins=None):
+    """Lowers one rank's trace into b; `origins` (if given) records, for each tensor that
+    claims lineage, which block of which input or parameter its claim is (rank_template.py
+    re-targets those claims per rank)."""
     r = prog.rank
+    origins = {} if origins is None else origins
     trace = prog.trace
     L = Lowerer(trace, b, f"r{r}/", r)
     used = set()
@@ -104,6 +109,7 @@ def lower_rank(prog: RankProgram, b: GraphBuilder, logical_grads, logical_tensor
         if len(blocks) == 1:
             v = b.declare(local, meta.shape, meta.dtype, rank=r,
                           of={"tensor": lname, "slice": blocks[0][3]})
+            origins[v.name] = ((inp.kind, inp.name), 0)
             b.inputs.append(v.name)
         else:
             pieces = []
@@ -112,6 +118,7 @@ def lower_rank(prog: RankProgram, b: GraphBuilder, logical_grads, logical_tensor
                 shape[dim] = hi - lo
                 p = b.declare(f"{local}#{s}", shape, meta.dtype, rank=r,
                               of={"tensor": lname, "slice": box})
+                origins[p.name] = ((inp.kind, inp.name), s)
                 b.inputs.append(p.name)
                 pieces.append(p)
             v = b.declare(local, meta.shape, meta.dtype, rank=r)
@@ -123,28 +130,31 @@ def lower_rank(prog: RankProgram, b: GraphBuilder, logical_grads, logical_tensor
     roots = list(trace.updated.values()) + [trace.grads[n] for n in claim_grads]
     L.run(roots)
 
-    def finish(name, v, target, base, output):
+    def finish(name, v, target, output):
+        # the rank's tensor for `target` is named "r{r}/target" (the Lowerer adds the prefix)
         blocks = prog.blocks[(PARAM, name)]
         if len(blocks) == 1:
+            full = L.prefix + target
             if v.name in used or v.name in b.inputs:
-                v = _fresh_tensor(L, v, base)
-            elif not v.name.startswith(base):
-                b.rename(v.name, base)
-                v = V(base, v.shape, v.dtype)
+                v = _fresh_tensor(L, v, target)
+            elif not v.name.startswith(full):
+                b.rename(v.name, full)
+                v = V(full, v.shape, v.dtype)
             pieces = [v]
         else:
-            pieces = _pieces(L, v, blocks, base)
-        for p, (_, _, _, box) in zip(pieces, blocks):
+            pieces = _pieces(L, v, blocks, target)
+        for s, (p, (_, _, _, box)) in enumerate(zip(pieces, blocks)):
             _claim(b, p.name, {"tensor": target, "slice": box})
+            origins[p.name] = ((PARAM, name), s)
             used.add(p.name)
             if output:
                 b.outputs.append(p.name)
         return pieces
 
     for name in claim_grads:
-        finish(name, L.result(trace.grads[name]), grad_name(name), f"r{r}/{grad_name(name)}", False)
+        finish(name, L.result(trace.grads[name]), grad_name(name), False)
     for name, ref in trace.updated.items():
-        finish(name, L.result(ref), next_name(name), f"r{r}/{next_name(name)}", True)
+        finish(name, L.result(ref), next_name(name), True)
     return L.collectives
 
 
@@ -248,14 +258,20 @@ def claim_scaled_reductions(b: GraphBuilder):
                                     int(c))
 
 
-def write_plan(name, meta, logical_trace, programs, world, emit, claim_grads=True):
+def write_plan(name, meta, logical_trace, programs, world, emit, claim_grads=True,
+               share_lowering=True):
+    """The plan. `share_lowering=False` lowers every rank on its own (rank_template.py's
+    copies must equal that: tests compare the two)."""
     emit_src = "src" in emit
     lb, logical_grads = write_logical(logical_trace, emit_src, claim_grads)
     pb = GraphBuilder(parallel=True, emit_src=emit_src)
     pending = {}
     group_ranks_of = {}
+    templates = RankTemplates(lambda prog, b, origins: lower_rank(prog, b, logical_grads,
+                                                                  origins), emit_src)
     for prog in programs:
-        pending[prog.rank] = lower_rank(prog, pb, logical_grads, lb.tensors)
+        pending[prog.rank] = templates.lower(prog, pb) if share_lowering else \
+            lower_rank(prog, pb, logical_grads)
         group_ranks_of[prog.rank] = prog.group_ranks
     match_collectives(pending, group_ranks_of, pb)
     if "scale" in emit:
