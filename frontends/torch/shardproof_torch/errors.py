@@ -16,6 +16,9 @@ class CaptureError(Exception):
         self.file = file
         self.line = line
 
+    def __reduce__(self):  # pickled back from the second capture process (forked.py)
+        return (CaptureError, (self.rule, self.text, self.file, self.line))
+
     def message(self):
         where = ""
         if self.file:

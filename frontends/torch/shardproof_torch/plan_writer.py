@@ -2,7 +2,6 @@
 every rank's trace, lineage on inputs and updated parameters (and gradient claims), and
 one plan collective per matched set of rank-local calls."""
 from collections import defaultdict
-from fractions import Fraction
 
 from .errors import CaptureError
 from .lowering import Lowerer
