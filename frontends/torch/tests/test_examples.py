@@ -88,6 +88,16 @@ def test_mlp_tensor_parallel_verdicts(bug, tmp_path, shardproof_bin):
         assert (rc, report["verdict"]) == (0, "equivalent"), report
     else:
         assert (rc, report["verdict"]) == (1, "not-equivalent"), report
+    if bug == "no-backward-allreduce":
+        # A missing collective has no op of its own: the weight gradient's finding is placed
+        # at the forward line whose backward got the unreduced gradient (the column-parallel
+        # linear right after CopyToRegion), not at the loss line where backward() starts.
+        layers = open(os.path.join(EXAMPLES, "megatron_layers.py")).read().splitlines()
+        copy = next(i + 1 for i, t in enumerate(layers) if "CopyToRegion.apply" in t)
+        at = [s for f in report["findings"] if f["tensor"] == "grad:inp.weight"
+              for s in f["sources"][:1]]
+        assert at and os.path.basename(at[0]["file"]) == "megatron_layers.py", report["findings"]
+        assert 0 < at[0]["line"] - copy <= 1, (at, copy)
 
 
 @pytest.mark.parametrize("bug", [None, "no-ddp-average", "no-backward-allreduce"])

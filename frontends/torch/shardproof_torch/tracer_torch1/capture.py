@@ -17,11 +17,13 @@ from functorch import functionalize
 
 from ..errors import CaptureError
 from ..trace import Input, Node, Ref, TensorMeta, Trace
+from .backward_sources import BackwardSource
+from .backward_sources import recording as recording_backward_sources
 from .fake_dist import FakeDistributed
 from . import decompositions
 from .library import ops
 from .optimizers import marking, whole_steps
-from .source import is_user_file, user_src
+from .source import capture_boundary, is_user_file, user_src
 
 DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
           torch.float64: "f64", torch.int32: "i32", torch.int64: "i64", torch.bool: "bool"}
@@ -35,8 +37,8 @@ class _SourceState:
 @contextlib.contextmanager
 def recording_sources():
     """Every node make_fx creates gets meta["sp_src"]: the pass-1 node's source in pass 2,
-    else the innermost user frame, else the phase's fallback (ATen backward ops run under
-    our own backward() call)."""
+    else the innermost user frame, else (an ATen backward op) its forward op's source
+    (backward_sources.py), else the phase's fallback."""
     tracer_cls = proxy_tensor.PythonKeyTracer
     original = tracer_cls.create_node
 
@@ -45,7 +47,8 @@ def recording_sources():
         if _SourceState.current is not None:
             node.meta["sp_src"] = _SourceState.current
         else:
-            node.meta["sp_src"] = user_src(2) or _SourceState.fallback
+            node.meta["sp_src"] = user_src(2) or BackwardSource.current or \
+                _SourceState.fallback
         return node
 
     tracer_cls.create_node = create_node
@@ -107,6 +110,7 @@ def translate_error(e, harness_file):
                         file, line)
 
 
+@capture_boundary
 def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines):
     """Runs the harness's step for `ctx` and returns (Trace, model). `batch_chunk` maps
     batch keys to this program's (fake) chunks."""
@@ -156,7 +160,7 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
 
         with recording_sources():
             try:
-                with fake_mode:
+                with fake_mode, recording_backward_sources():
                     g1 = make_fx(step)(*args)
                     plain = [a.detach() for a in args]
                     g2 = make_fx(functionalize(_SourceInterpreter(g1).run))(*plain)
@@ -312,6 +316,7 @@ def _claim_step_grads(trace, step_marks):
             trace.grads[name] = marks[0]
 
 
+@capture_boundary
 def trace_function(fn, inputs):
     """Traces fn(*inputs) on real tensors (both passes) for fidelity tests: inputs are
     batch inputs named in0, in1, ...; trace.results are fn's returned tensors."""

@@ -32,10 +32,23 @@ def is_user_file(filename):
     return not path.startswith(_DIRS)
 
 
+_BOUNDARIES = set()
+
+
+def capture_boundary(fn):
+    """Marks the function that runs a program: frames outside it (a test, a script that
+    called capture in process) are never the program's source."""
+    _BOUNDARIES.add(fn.__code__)
+    return fn
+
+
 def user_src(skip=1):
-    """{"file", "line", "function"} of the innermost user frame on the stack, or None."""
+    """{"file", "line", "function"} of the innermost user frame on the stack below the
+    capture boundary, or None."""
     f = sys._getframe(skip)
     while f is not None:
+        if f.f_code in _BOUNDARIES:
+            return None
         if is_user_file(f.f_code.co_filename):
             return {"file": _rel(f.f_code.co_filename), "line": f.f_lineno,
                     "function": f.f_code.co_name}
