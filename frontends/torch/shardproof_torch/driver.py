@@ -49,11 +49,13 @@ class Capture:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._run(h)
+            plan = self._run(h)
         finally:
             if collecting:
                 gc.enable()
             harness_mod.unload(h)
+        gc.collect()  # the traces' and models' cycles, before the caller writes the plan out
+        return plan
 
     def _run(self, h):
         t0 = time.time()
