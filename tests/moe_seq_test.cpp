@@ -53,15 +53,15 @@ std::vector<Case> correct_cases() {
       {"dp2_ep2_cp2", cfg(2, 2, 1, 2, false)},
       {"dp2_cp2", cfg(2, 1, 1, 2, false)},
       {"dp4_ep2_cp2", cfg(4, 2, 1, 2, false)},
-      {"dp2_ep2_cp2_tp2_sp_mb2", cfg(2, 2, 2, 2, true, [](PlanConfig& c) { c.microbatches = 2; })},
+      {"dp2_ep2_cp2_tp2_sp", cfg(2, 2, 2, 2, true)},
+      {"cp2_tp2_sp_mb2", cfg(1, 1, 2, 2, true, [](PlanConfig& c) { c.microbatches = 2; })},
       {"cp2_pp2_mb2", cfg(1, 1, 1, 2, false, [](PlanConfig& c) { c.pp = 2, c.microbatches = 2; })},
       {"tp2_sp_pp2_mb2",
        cfg(1, 1, 2, 1, true, [](PlanConfig& c) { c.pp = 2, c.microbatches = 2; })},
       {"dp2_cp2_zero1", cfg(2, 1, 1, 2, false, [](PlanConfig& c) { c.zero = 1; })},
       {"dp2_ep2_cp2_zero3", cfg(2, 2, 1, 2, false, [](PlanConfig& c) { c.zero = 3; })},
       {"dp2_ep2_cp2_tp2_sp_clip", cfg(2, 2, 2, 2, true, [](PlanConfig& c) { c.clip = true; })},
-      {"tp2_sp_reshard_bias",
-       cfg(1, 1, 2, 1, true, [](PlanConfig& c) { c.reshard_residual = true, c.bias = true; })},
+      {"tp2_sp_bias", cfg(1, 1, 2, 1, true, [](PlanConfig& c) { c.bias = true; })},
   };
 }
 
@@ -87,7 +87,9 @@ TEST(MoeSeqPlan, RoutesGatheredSequences) {
     ADD_FAILURE() << "no op " << name;
     return json();
   };
-  EXPECT_EQ(find("dp0.cp0.tp0.pp0.mb0.l1.mn.out.cp_all_gather")["op"], "all_gather");
+  const json gather = find("dp0.cp0.tp0.pp0.mb0.l1.mn.out.cp_all_gather");
+  EXPECT_EQ(gather["op"], "all_gather");
+  EXPECT_EQ(gather["group"], json({0, 2}));  // tp rank 0 of cp ranks 0 and 1
   EXPECT_EQ(find("dp0.cp1.tp1.pp0.mb0.l1.moe.y.own")["op"], "slice");
 }
 
