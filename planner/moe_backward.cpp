@@ -53,7 +53,8 @@ void Builder::moe_backward(int i, Coord x0) {
   const Shape flat = {s.B, s.E * s.C, s.H}, mask = {s.B, s.S, s.E, s.C};
   const Spec resid_spec = {Ax::Batch, Ax::SeqSp, Ax::Full};
   const std::string gy_name = grad(resid(i + 1));
-  auto each_dp_tp = [&](const std::function<void(const Coord&)>& f) {
+  // Every dp, cp and tp rank of the stage.
+  auto each_rank = [&](const std::function<void(const Coord&)>& f) {
     each_dp(x0, [&](const Coord& x) { each_cp_tp(x, f); });
   };
   // Tokens folded into one dimension, for weight gradients of [*, H] weights.
@@ -66,7 +67,7 @@ void Builder::moe_backward(int i, Coord x0) {
 
   // Combine backward, on the tokens' rank.
   each_dp(x0, [&](const Coord& x) { gather_moe_tokens(x, gy_name); });
-  each_dp_tp([&](const Coord& x) {
+  each_rank([&](const Coord& x) {
     const std::string gy = moe_tokens(x, gy_name);
     std::string g_cw2 = act(x, grad(m + ".cw.flat"), {s.B, s.S, s.E * s.C}, kRow);
     op(x, grad(m + ".cw.flat"), "matmul", {gy, at(x, m + ".out.flat")}, {g_cw2},
@@ -83,7 +84,7 @@ void Builder::moe_backward(int i, Coord x0) {
 
   // Experts backward, on the owner.
   const Shape ffn = {s.B, s.E, s.C, s.FE};
-  each_dp_tp([&](const Coord& x) {
+  each_rank([&](const Coord& x) {
     const std::string g_out = expert_side(x, grad(m + ".out"));
     std::string g_mid = act(x, grad(m + ".mid"), ffn, expert_spec(Ax::Tp));
     op(x, grad(m + ".mid"), "matmul", {g_out, weight(x, m + ".wd")}, {g_mid},
@@ -120,7 +121,7 @@ void Builder::moe_backward(int i, Coord x0) {
   const Shape sffn = {s.B, s.S, s.FS};
   const Spec sspec = {Ax::Batch, Ax::Seq, Ax::Tp};
   const Shape probs_full = {s.B, s.S, s.E};
-  each_dp_tp([&](const Coord& x) {
+  each_rank([&](const Coord& x) {
     const std::string n = moe_tokens(x, l + ".mn.out");
     std::string g_xin2 = act(x, grad(m + ".xin.flat"), flat, kRow);
     op(x, grad(m + ".xin.flat"), "reshape", {token_side(x, grad(m + ".xin"))}, {g_xin2},
@@ -197,7 +198,7 @@ void Builder::moe_backward(int i, Coord x0) {
            });
   });
 
-  each_dp_tp([&](const Coord& x) {
+  each_rank([&](const Coord& x) {
     std::string g_n = act(x, grad(l + ".mn.out"), hs, resid_spec);
     op(x, grad(l + ".mn.out"), "add",
        {own_tokens(x, i, grad(m + ".n.experts")), at(x, grad(m + ".n.shared"))}, {g_n});

@@ -1,7 +1,8 @@
 // The MoE bug catalogue (expert parallelism, expert tensor parallelism,
-// router and shared expert), the hooks the MoE builder asks at the one site
-// each bug corrupts (dp rank 0, micro-batch 0, the MoE reference layer), and
-// which catalogue bugs a model family can carry.
+// router and shared expert, sequence and context parallelism), the hooks
+// the MoE builder asks at the one site each bug corrupts (dp rank 0, cp
+// rank 0, micro-batch 0, the MoE reference layer), and which catalogue bugs
+// a model family can carry.
 #include <set>
 
 #include "planner/transformer.h"

@@ -132,16 +132,17 @@ void Builder::moe_forward(int i, Coord x0) {
   const Shape hs = {s.B, s.S, s.H}, slots = {s.B, s.E, s.C, s.H};
   const Shape flat = {s.B, s.E * s.C, s.H}, mask = {s.B, s.S, s.E, s.C};
   const Spec resid_spec = {Ax::Batch, Ax::SeqSp, Ax::Full};
-  auto each_dp_tp = [&](const std::function<void(const Coord&)>& f) {
+  // Every dp, cp and tp rank of the stage.
+  auto each_rank = [&](const std::function<void(const Coord&)>& f) {
     each_dp(x0, [&](const Coord& x) { each_cp_tp(x, f); });
   };
 
   // Router, combine weights and the token slots, on the tokens' rank.
-  each_dp_tp([&](const Coord& x) {
+  each_rank([&](const Coord& x) {
     rmsnorm_forward(x, l + ".mn", at(x, l + ".h"), weight(x, l + ".mn.w"), hs, resid_spec);
   });
   each_dp(x0, [&](const Coord& x) { gather_moe_tokens(x, l + ".mn.out"); });
-  each_dp_tp([&](const Coord& x) {
+  each_rank([&](const Coord& x) {
     const std::string n = moe_tokens(x, l + ".mn.out");
     std::string logits = act(x, m + ".logits", {s.B, s.S, s.E}, kRow);
     op(x, m + ".logits", "matmul", {n, weight(x, m + ".wr")}, {logits});
@@ -164,7 +165,7 @@ void Builder::moe_forward(int i, Coord x0) {
   // The experts, on their owner: SwiGLU over each expert's slots, the ffn
   // split over tp.
   const Shape ffn = {s.B, s.E, s.C, s.FE};
-  each_dp_tp([&](const Coord& x) {
+  each_rank([&](const Coord& x) {
     const std::string xin = expert_side(x, m + ".xin");
     std::string gate = act(x, m + ".gate", ffn, expert_spec(Ax::Tp));
     op(x, m + ".gate", "matmul", {xin, weight(x, m + ".wg")}, {gate});
@@ -186,7 +187,7 @@ void Builder::moe_forward(int i, Coord x0) {
   // Shared expert (Megatron MLP) and the combine, on the tokens' rank.
   const Shape sffn = {s.B, s.S, s.FS};
   const Spec sspec = {Ax::Batch, Ax::Seq, Ax::Tp};
-  each_dp_tp([&](const Coord& x) {
+  each_rank([&](const Coord& x) {
     const std::string n = gather_seq(x, l + ".mn.out", hs, resid_spec, 1);
     std::string gate = act(x, m + ".sgate", sffn, sspec);
     op(x, m + ".sgate", "matmul", {n, weight(x, m + ".wsg")}, {gate});
@@ -211,7 +212,7 @@ void Builder::moe_forward(int i, Coord x0) {
              op(xt, m + ".sdown", "matmul", {at(xt, m + ".smid"), weight(xt, m + ".wsd")}, {out});
            });
   });
-  each_dp_tp([&](const Coord& x) {
+  each_rank([&](const Coord& x) {
     std::string sum = act(x, l + ".mlp", hs, resid_spec);
     const std::string shared = at(x, m + ".shared");
     const std::string y = own_tokens(x, i, m + ".y");
