@@ -165,11 +165,13 @@ TEST(MoeSeqPlan, RefusesWhatCannotApply) {
   // The interleaved pipeline is not written for MoE layers.
   c = cfg(1, 1, 1, 2, false, [](PlanConfig& e) { e.bug = "vpp-send-wrong-chunk"; });
   expect_refused(kTiny, c, "vpp");
-  // The compact form: expanded only.
-  c = cfg(1, 1, 2, 1, true, [](PlanConfig& e) { e.compact = true; });
-  expect_refused(kTiny, c, "--sp on an MoE model");
+  // The compact form: cp, and the sp bugs keeping another rank's piece, in
+  // the expanded form only (transformer_compact_test.cpp runs sp).
   c = cfg(1, 1, 1, 2, false, [](PlanConfig& e) { e.compact = true; });
   expect_refused(kTiny, c, "cp on an MoE model");
+  c = cfg(1, 1, 2, 1, true, [](PlanConfig& e) { e.compact = true; });
+  c.bug = "moe-sp-combine-wrong-piece";
+  expect_refused(kTiny, c, "--bug moe-sp-combine-wrong-piece");
 }
 
 // DeepSeek-V3's published shapes (hidden 7168, 256 experts of 128 slots,
