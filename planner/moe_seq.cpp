@@ -5,10 +5,10 @@
 // routes, dispatches and combines the same whole sequences and keeps its own
 // piece of the result. The backward all-gathers the output gradient the same
 // way, so every rank computes the whole input gradient and keeps its piece
-// (the reduce-scatter of an all-gather's backward, its members' partials
-// being equal). The weight gradients computed from whole sequences would be
-// counted cp times by the dp x cp sync: each cp rank contracts only its own
-// tokens (router) or its own block of slots (experts).
+// (what the reduce-scatter of an all-gather's backward gives: every rank
+// already holds the sum). Weight gradients computed from whole sequences
+// would be counted cp times by the dp x cp sync: each cp rank contracts only
+// its own tokens (router) or its own block of slots (experts).
 #include "planner/transformer.h"
 
 namespace shardproof::planner::transformer {
