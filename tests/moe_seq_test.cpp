@@ -119,6 +119,11 @@ std::vector<BugCase> bug_cases() {
       bug("sp", "sp-norm-grad-not-reduced", sp),
       bug("cp", "cp-kv-grad-not-reduced", cp),
       bug("cp", "cp-loss-scale-local", cp),
+      // The expert mesh's bugs with the expert gradients summed over cp too.
+      bug("cp_ep2", "expert-grad-double-reduced", cfg(2, 2, 1, 2, false)),
+      bug("cp_edp", "expert-grad-on-dp-group", cfg(4, 2, 1, 2, false)),
+      bug("cp_ep2_clip", "clip-norm-missing-ep",
+          cfg(2, 2, 1, 2, false, [](PlanConfig& c) { c.clip = true; })),
   };
 }
 
