@@ -9,7 +9,9 @@
 //          + shared expert's input gradient (tp partials all-reduced)
 //   d probs  = sum_c d cw * dispatch
 //   d logits = probs * (d probs - sum(probs * d probs))  (softmax backward)
-// then the norm backward and the residual, as in the dense layer.
+// then the norm backward and the residual, as in the dense layer. Under sp
+// or cp (moe_seq.cpp) the routed part runs on whole sequences (gy gathered)
+// and each rank keeps its piece of d n; the shared expert runs on the chunk.
 #include "planner/transformer.h"
 
 namespace shardproof::planner::transformer {
@@ -32,8 +34,15 @@ void Builder::expert_weight_grad(const Coord& x, const std::string& a, const std
     op(x, name + ".flat", "reshape", {tr}, {flat}, {{"shape", g.shape(flat)}});
     return flat;
   };
-  const std::string a2 = per_expert(a, grad(piece) + ".lhs"),
-                    b2 = per_expert(b, grad(piece) + ".rhs");
+  // Under cp every cp rank holds every slot: each contracts its own block
+  // of them (a bug: all of them).
+  const bool all_slots = moe_fires("moe-cp-expert-grad-all-slots", -1, x) &&
+                         piece == layer(s.moe_bug_layer()) + ".moe.wg";
+  auto own = [&](const std::string& t, const std::string& name) {
+    return all_slots ? t : cp_own_rows(x, t, 2, name);
+  };
+  const std::string a2 = per_expert(own(a, grad(piece) + ".lhs"), grad(piece) + ".lhs"),
+                    b2 = per_expert(own(b, grad(piece) + ".rhs"), grad(piece) + ".rhs");
   std::string gw = grad_target(x, piece, "mb", g.shape(weight(x, piece)), {});
   op(x, grad(piece) + ".matmul", "matmul", {a2, b2}, {gw}, {{"transpose_a", true}});
 }
@@ -44,8 +53,9 @@ void Builder::moe_backward(int i, Coord x0) {
   const Shape flat = {s.B, s.E * s.C, s.H}, mask = {s.B, s.S, s.E, s.C};
   const Spec resid_spec = {Ax::Batch, Ax::SeqSp, Ax::Full};
   const std::string gy_name = grad(resid(i + 1));
-  auto each_dp_tp = [&](const std::function<void(const Coord&)>& f) {
-    each_dp(x0, [&](const Coord& x) { each_tp(x, f); });
+  // Every dp, cp and tp rank of the stage.
+  auto each_rank = [&](const std::function<void(const Coord&)>& f) {
+    each_dp(x0, [&](const Coord& x) { each_cp_tp(x, f); });
   };
   // Tokens folded into one dimension, for weight gradients of [*, H] weights.
   auto tokens2d = [&](const Coord& x, const std::string& local, const std::string& name) {
@@ -56,8 +66,9 @@ void Builder::moe_backward(int i, Coord x0) {
   };
 
   // Combine backward, on the tokens' rank.
-  each_dp_tp([&](const Coord& x) {
-    const std::string gy = at(x, gy_name);
+  each_dp(x0, [&](const Coord& x) { gather_moe_tokens(x, gy_name); });
+  each_rank([&](const Coord& x) {
+    const std::string gy = moe_tokens(x, gy_name);
     std::string g_cw2 = act(x, grad(m + ".cw.flat"), {s.B, s.S, s.E * s.C}, kRow);
     op(x, grad(m + ".cw.flat"), "matmul", {gy, at(x, m + ".out.flat")}, {g_cw2},
        {{"transpose_b", true}});
@@ -73,7 +84,7 @@ void Builder::moe_backward(int i, Coord x0) {
 
   // Experts backward, on the owner.
   const Shape ffn = {s.B, s.E, s.C, s.FE};
-  each_dp_tp([&](const Coord& x) {
+  each_rank([&](const Coord& x) {
     const std::string g_out = expert_side(x, grad(m + ".out"));
     std::string g_mid = act(x, grad(m + ".mid"), ffn, expert_spec(Ax::Tp));
     op(x, grad(m + ".mid"), "matmul", {g_out, weight(x, m + ".wd")}, {g_mid},
@@ -91,7 +102,7 @@ void Builder::moe_backward(int i, Coord x0) {
     expert_weight_grad(x, xin, g_gate, m + ".wg");
     expert_weight_grad(x, xin, g_up, m + ".wu");
   });
-  each_dp(x0, [&](const Coord& x) {
+  each_dp_cp(x0, [&](const Coord& x) {
     tp_sum(x, grad(m + ".xin"), slots, expert_spec(Ax::Full), -1, grad(m + ".xin"),
            [&](const Coord& xt, const std::string& out) {
              const std::string gx = grad(m + ".xin");
@@ -108,10 +119,10 @@ void Builder::moe_backward(int i, Coord x0) {
 
   // Dispatch and router backward, and the shared expert, on the tokens' rank.
   const Shape sffn = {s.B, s.S, s.FS};
-  const Spec sspec = {Ax::Batch, Ax::Full, Ax::Tp};
+  const Spec sspec = {Ax::Batch, Ax::Seq, Ax::Tp};
   const Shape probs_full = {s.B, s.S, s.E};
-  each_dp_tp([&](const Coord& x) {
-    const std::string n = at(x, l + ".mn.out");
+  each_rank([&](const Coord& x) {
+    const std::string n = moe_tokens(x, l + ".mn.out");
     std::string g_xin2 = act(x, grad(m + ".xin.flat"), flat, kRow);
     op(x, grad(m + ".xin.flat"), "reshape", {token_side(x, grad(m + ".xin"))}, {g_xin2},
        {{"shape", g.shape(g_xin2)}});
@@ -132,13 +143,16 @@ void Builder::moe_backward(int i, Coord x0) {
     op(x, grad(m + ".softmax.diff"), "sub", {g_probs, spg}, {diff});
     std::string g_logits = act(x, grad(m + ".logits"), probs_full, kRow);
     op(x, grad(m + ".logits"), "mul", {probs, diff}, {g_logits});
-    const std::string n2 = tokens2d(x, n, l + ".mn.out");
     // Router and shared expert gradients contract the tokens of the rank's
-    // micro-batch (rows of n2): partial sums over a block of rows.
+    // micro-batch (rows of n2; under cp, of its chunk): partial sums over a
+    // block of rows.
+    const std::string n2 =
+        tokens2d(x, gather_seq(x, l + ".mn.out", hs, resid_spec, 1), l + ".mn.out");
     const Shape tokens = {g.shape(n2)[0]};
+    const std::string g_logits_own = cp_own_rows(x, g_logits, 1, grad(m + ".logits"));
     std::string gwr = grad_target(x, m + ".wr", "mb", {s.H, s.E}, tokens);
-    op(x, grad(m + ".wr") + ".matmul", "matmul", {n2, tokens2d(x, g_logits, grad(m + ".logits"))},
-       {gwr}, {{"transpose_a", true}});
+    op(x, grad(m + ".wr") + ".matmul", "matmul",
+       {n2, tokens2d(x, g_logits_own, grad(m + ".logits"))}, {gwr}, {{"transpose_a", true}});
     std::string router = act(x, grad(m + ".n.router"), hs, kRow);
     op(x, grad(m + ".n.router"), "matmul", {g_logits, weight(x, m + ".wr")}, {router},
        {{"transpose_b", true}});
@@ -146,7 +160,7 @@ void Builder::moe_backward(int i, Coord x0) {
     op(x, grad(m + ".n.experts"), "add", {routed, router}, {experts});
 
     // Shared expert: the dense MLP's backward on its own weights.
-    const std::string gy = at(x, gy_name);
+    const std::string gy = gather_seq(x, gy_name, hs, resid_spec, 1);
     std::string g_smid = act(x, grad(m + ".smid"), sffn, sspec);
     op(x, grad(m + ".smid"), "matmul", {gy, weight(x, m + ".wsd")}, {g_smid},
        {{"transpose_b", true}});
@@ -170,8 +184,8 @@ void Builder::moe_backward(int i, Coord x0) {
          {{"transpose_a", true}});
     }
   });
-  each_dp(x0, [&](const Coord& x) {
-    tp_sum(x, grad(m + ".n.shared"), hs, kRow, 1, grad(m + ".n.shared"),
+  each_dp_cp(x0, [&](const Coord& x) {
+    tp_sum(x, grad(m + ".n.shared"), hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, grad(m + ".n.shared"),
            [&](const Coord& xt, const std::string& out) {
              const std::string gn = grad(m + ".n.shared");
              std::string a = scratch(xt, gn + ".gate", g.shape(out));
@@ -184,10 +198,10 @@ void Builder::moe_backward(int i, Coord x0) {
            });
   });
 
-  each_dp_tp([&](const Coord& x) {
-    std::string g_n = act(x, grad(l + ".mn.out"), hs, kRow);
-    op(x, grad(l + ".mn.out"), "add", {at(x, grad(m + ".n.experts")), at(x, grad(m + ".n.shared"))},
-       {g_n});
+  each_rank([&](const Coord& x) {
+    std::string g_n = act(x, grad(l + ".mn.out"), hs, resid_spec);
+    op(x, grad(l + ".mn.out"), "add",
+       {own_tokens(x, i, grad(m + ".n.experts")), at(x, grad(m + ".n.shared"))}, {g_n});
     std::string g_norm = rmsnorm_backward(x, l + ".mn", at(x, l + ".h"), l + ".mn.w", g_n,
                                           grad(l + ".mn.in"), hs, resid_spec);
     std::string gh = act(x, grad(l + ".h"), hs, resid_spec);

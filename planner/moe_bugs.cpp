@@ -1,7 +1,8 @@
 // The MoE bug catalogue (expert parallelism, expert tensor parallelism,
-// router and shared expert), the hooks the MoE builder asks at the one site
-// each bug corrupts (dp rank 0, micro-batch 0, the MoE reference layer), and
-// which catalogue bugs a model family can carry.
+// router and shared expert, sequence and context parallelism), the hooks
+// the MoE builder asks at the one site each bug corrupts (dp rank 0, cp
+// rank 0, micro-batch 0, the MoE reference layer), and which catalogue bugs
+// a model family can carry.
 #include <set>
 
 #include "planner/transformer.h"
@@ -27,14 +28,11 @@ std::string in_moe(const Layout& s, const std::string& what) {
   return layer(s.moe_bug_layer()) + ".moe." + what;
 }
 
-// Catalogue bugs that need context or sequence parallelism, which MoE
-// layouts reject (routing groups are whole sequences), or the interleaved
-// pipeline, not written for MoE layouts yet.
-const std::set<std::string>& cp_sp_bugs() {
-  static const std::set<std::string> names = {"sp-norm-grad-not-reduced", "sp-allgather-order",
-                                              "sp-allgather-dim",         "cp-kv-allgather-order",
-                                              "cp-kv-grad-not-reduced",   "cp-loss-scale-local",
-                                              "sp-grad-on-dp-group",      "vpp-send-wrong-chunk"};
+// Catalogue bugs that need the interleaved pipeline, not written for MoE
+// layouts yet. (The sp and cp bugs corrupt the attention, the norms and the
+// loss, which MoE layers share with dense ones.)
+const std::set<std::string>& unsupported_bugs() {
+  static const std::set<std::string> names = {"vpp-send-wrong-chunk"};
   return names;
 }
 
@@ -136,6 +134,40 @@ const std::vector<BugSpec>& moe_bug_table() {
         "size"},
        [](const Layout& s) { return needs_moe(s, s.ep >= 2, "ep >= 2"); },
        [](const Layout& s) { return grad(in_moe(s, "wg")); }},
+      {{"moe-sp-dispatch-local-tokens",
+        "under sequence parallelism the MoE reference layer routes the tokens a rank holds (its "
+        "sequence piece) as if they were whole sequences, without the all-gather over tp: the "
+        "other tokens' slots stay empty and capacity counts only the piece (dp rank 0, micro-batch "
+        "0)",
+        "MoE dispatch on the sequence-parallel shard (routing groups and capacity cut by sp)"},
+       [](const Layout& s) { return needs_moe(s, s.sp, "--sp"); },
+       [](const Layout& s) { return in_moe(s, "xin.flat"); }},
+      {{"moe-sp-combine-wrong-piece",
+        "under sequence parallelism each rank keeps the next tp rank's sequence piece of the MoE "
+        "reference layer's combined output (dp rank 0, micro-batch 0)",
+        "MoE output scattered to the wrong sequence-parallel rank"},
+       [](const Layout& s) { return needs_moe(s, s.sp, "--sp"); },
+       [](const Layout& s) { return in_moe(s, "y"); }},
+      {{"moe-cp-dispatch-local-chunk",
+        "under context parallelism the MoE reference layer routes the rank's own chunk as if it "
+        "were whole sequences, without the all-gather over cp: the other chunks' slots stay empty "
+        "(dp and cp rank 0, micro-batch 0)",
+        "MoE dispatch on the context-parallel chunk (routing groups and capacity cut by cp)"},
+       [](const Layout& s) { return needs_moe(s, s.cp >= 2, "cp >= 2"); },
+       [](const Layout& s) { return in_moe(s, "xin.flat"); }},
+      {{"moe-cp-combine-wrong-chunk",
+        "under context parallelism cp rank 0 keeps the next cp rank's chunk of the MoE reference "
+        "layer's combined output (dp rank 0, micro-batch 0)",
+        "MoE output sliced to the wrong context-parallel chunk"},
+       [](const Layout& s) { return needs_moe(s, s.cp >= 2, "cp >= 2"); },
+       [](const Layout& s) { return in_moe(s, "y"); }},
+      {{"moe-cp-expert-grad-all-slots",
+        "under context parallelism every cp rank computes every slot of the whole sequences, and "
+        "cp rank 0 contracts all of them (not its block) into the expert gate weight gradient, "
+        "which the dp x cp sync then sums with the other ranks' blocks",
+        "weight gradient of work replicated over context-parallel ranks counted more than once"},
+       [](const Layout& s) { return needs_moe(s, s.cp >= 2, "cp >= 2"); },
+       [](const Layout& s) { return grad(in_moe(s, "wg")); }},
       {{"clip-norm-missing-ep",
         "with --clip the experts' sum of squares is all-reduced without the other ranks of the "
         "ep group, which hold other experts",
@@ -159,7 +191,7 @@ std::vector<BugInfo> family_bugs(const ModelShape& model) {
   // What each bug needs is why the default configuration refuses it.
   const Layout defaults(model, PlanConfig{});
   auto list = [&](const BugSpec& b) {
-    if (moe && cp_sp_bugs().count(b.info.name)) return;
+    if (moe && unsupported_bugs().count(b.info.name)) return;
     std::string why = b.not_applicable(defaults);
     if (why.empty()) why = family_not_applicable(defaults, b.info.name);
     infos.push_back(with_needs(b.info, why));
@@ -197,11 +229,11 @@ std::string family_not_applicable(const Layout& s, const std::string& bug) {
 // --- the builder's hooks
 
 bool Builder::moe_fires(const char* bug, int i, const Coord& x) const {
-  return s.bug(bug) && (i < 0 || i == s.moe_bug_layer()) && x.d == 0 && x.m == 0;
+  return s.bug(bug) && (i < 0 || i == s.moe_bug_layer()) && x.d == 0 && x.c == 0 && x.m == 0;
 }
 
 Builder::BugSite Builder::moe_site(const char* bug, int i, const Coord& x) const {
-  // MoE layouts have cp 1: moe_fires' coordinates are site_at's.
+  // moe_fires' coordinates are site_at's.
   if (!s.bug(bug) || (i >= 0 && i != s.moe_bug_layer())) return {};
   return site_at(x);
 }
@@ -246,7 +278,9 @@ bool Builder::dp_replicated(const Param& p) const {
 }
 
 bool Builder::edp_replicated(const Param& p) const {
-  return !s.logical && s.ep > 1 && s.ep < s.dp && expert_piece(p.spec) && !dp_replicated(p);
+  // Under cp the cp ranks hold partial sums of one block too.
+  return !s.logical && s.ep > 1 && (s.ep < s.dp || s.cp > 1) && expert_piece(p.spec) &&
+         !dp_replicated(p);
 }
 
 std::vector<Coord> Builder::sync_members(const Param& p, const Coord& x) const {
@@ -255,9 +289,10 @@ std::vector<Coord> Builder::sync_members(const Param& p, const Coord& x) const {
   const bool shared_bug =
       s.bug("shared-expert-grad-on-edp-group") && p.local == layer(s.moe_bug_layer()) + ".moe.wsg";
   if (!edp_replicated(p) && !shared_bug) return x.d == 0 && x.c == 0 ? dp_cp_members(x) : members;
-  // The edp group x leads: the dp ranks with x's ep rank (cp is 1 under MoE).
-  if (int(x.d) >= s.ep) return members;
-  for (Coord xd = x; int(xd.d) < s.dp; xd.d = Ix(int(xd.d) + s.ep)) members.push_back(xd);
+  // The edp x cp group x leads: the dp ranks with x's ep rank, every cp rank.
+  if (int(x.d) >= s.ep || x.c != 0) return members;
+  for (Coord xd = x; int(xd.d) < s.dp; xd.d = Ix(int(xd.d) + s.ep))
+    for (xd.c = 0; xd.c < s.cp; ++xd.c) members.push_back(xd);
   return members;
 }
 

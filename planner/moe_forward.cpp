@@ -20,6 +20,11 @@
 // inverse one. The experts' ffn is
 // split over tp (expert tensor parallelism): the down projection's partial
 // sums are all-reduced over tp. The shared expert is a Megatron MLP.
+// Sequence and context parallelism (routing groups are whole sequences):
+// the normed tokens are all-gathered over tp (sp) and cp into whole
+// sequences, routed and combined on every tp and cp rank alike, and each
+// rank keeps its own piece of the combined output (moe_seq.cpp); the shared
+// expert runs on the cp chunk like the dense MLP.
 #include <algorithm>
 
 #include "planner/transformer.h"
@@ -71,7 +76,7 @@ std::string Builder::token_side(const Coord& x, const std::string& name) const {
 void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts) {
   if (s.ep == 1) return;
   for (const Ix& lead : ep_leaders())
-    each_tp(x0, [&](Coord xg) {
+    each_cp_tp(x0, [&](Coord xg) {
       xg.d = lead;
       all_to_all_group(xg, name, to_experts);
     });
@@ -127,14 +132,18 @@ void Builder::moe_forward(int i, Coord x0) {
   const Shape hs = {s.B, s.S, s.H}, slots = {s.B, s.E, s.C, s.H};
   const Shape flat = {s.B, s.E * s.C, s.H}, mask = {s.B, s.S, s.E, s.C};
   const Spec resid_spec = {Ax::Batch, Ax::SeqSp, Ax::Full};
-  auto each_dp_tp = [&](const std::function<void(const Coord&)>& f) {
-    each_dp(x0, [&](const Coord& x) { each_tp(x, f); });
+  // Every dp, cp and tp rank of the stage.
+  auto each_rank = [&](const std::function<void(const Coord&)>& f) {
+    each_dp(x0, [&](const Coord& x) { each_cp_tp(x, f); });
   };
 
   // Router, combine weights and the token slots, on the tokens' rank.
-  each_dp_tp([&](const Coord& x) {
-    const std::string n =
-        rmsnorm_forward(x, l + ".mn", at(x, l + ".h"), weight(x, l + ".mn.w"), hs, resid_spec);
+  each_rank([&](const Coord& x) {
+    rmsnorm_forward(x, l + ".mn", at(x, l + ".h"), weight(x, l + ".mn.w"), hs, resid_spec);
+  });
+  each_dp(x0, [&](const Coord& x) { gather_moe_tokens(x, l + ".mn.out"); });
+  each_rank([&](const Coord& x) {
+    const std::string n = moe_tokens(x, l + ".mn.out");
     std::string logits = act(x, m + ".logits", {s.B, s.S, s.E}, kRow);
     op(x, m + ".logits", "matmul", {n, weight(x, m + ".wr")}, {logits});
     std::string probs = act(x, m + ".probs", {s.B, s.S, s.E}, kRow);
@@ -147,7 +156,7 @@ void Builder::moe_forward(int i, Coord x0) {
     std::string disp2 = act(x, m + ".dispatch.flat", {s.B, s.S, s.E * s.C}, kRow);
     op(x, m + ".dispatch.flat", "reshape", {disp}, {disp2}, {{"shape", g.shape(disp2)}});
     std::string xin2 = act(x, m + ".xin.flat", flat, kRow);
-    op(x, m + ".xin.flat", "matmul", {disp2, n}, {xin2}, {{"transpose_a", true}});
+    dispatch_tokens(x, i, disp2, n, xin2);
     std::string xin = act(x, m + ".xin", slots, kSlots);
     op(x, m + ".xin", "reshape", {xin2}, {xin}, {{"shape", g.shape(xin)}});
   });
@@ -156,7 +165,7 @@ void Builder::moe_forward(int i, Coord x0) {
   // The experts, on their owner: SwiGLU over each expert's slots, the ffn
   // split over tp.
   const Shape ffn = {s.B, s.E, s.C, s.FE};
-  each_dp_tp([&](const Coord& x) {
+  each_rank([&](const Coord& x) {
     const std::string xin = expert_side(x, m + ".xin");
     std::string gate = act(x, m + ".gate", ffn, expert_spec(Ax::Tp));
     op(x, m + ".gate", "matmul", {xin, weight(x, m + ".wg")}, {gate});
@@ -167,7 +176,7 @@ void Builder::moe_forward(int i, Coord x0) {
     std::string mid = act(x, m + ".mid", ffn, expert_spec(Ax::Tp));
     op(x, m + ".mid", "mul", {a, up}, {mid});
   });
-  each_dp(x0, [&](const Coord& x) {
+  each_dp_cp(x0, [&](const Coord& x) {
     tp_sum(x, m + ".out", slots, expert_spec(Ax::Full), -1, m + ".out",
            [&](const Coord& xt, const std::string& out) {
              op(xt, m + ".down", "matmul", {at(xt, m + ".mid"), weight(xt, m + ".wd")}, {out});
@@ -177,9 +186,9 @@ void Builder::moe_forward(int i, Coord x0) {
 
   // Shared expert (Megatron MLP) and the combine, on the tokens' rank.
   const Shape sffn = {s.B, s.S, s.FS};
-  const Spec sspec = {Ax::Batch, Ax::Full, Ax::Tp};
-  each_dp_tp([&](const Coord& x) {
-    const std::string n = at(x, l + ".mn.out");
+  const Spec sspec = {Ax::Batch, Ax::Seq, Ax::Tp};
+  each_rank([&](const Coord& x) {
+    const std::string n = gather_seq(x, l + ".mn.out", hs, resid_spec, 1);
     std::string gate = act(x, m + ".sgate", sffn, sspec);
     op(x, m + ".sgate", "matmul", {n, weight(x, m + ".wsg")}, {gate});
     std::string up = act(x, m + ".sup", sffn, sspec);
@@ -197,22 +206,23 @@ void Builder::moe_forward(int i, Coord x0) {
     std::string y = act(x, m + ".y", hs, kRow);
     op(x, m + ".combine", "matmul", {cw2, out2}, {y});
   });
-  each_dp(x0, [&](const Coord& x) {
-    tp_sum(x, m + ".shared", hs, kRow, 1, m + ".shared",
+  each_dp_cp(x0, [&](const Coord& x) {
+    tp_sum(x, m + ".shared", hs, {Ax::Batch, Ax::Seq, Ax::Full}, 1, m + ".shared",
            [&](const Coord& xt, const std::string& out) {
              op(xt, m + ".sdown", "matmul", {at(xt, m + ".smid"), weight(xt, m + ".wsd")}, {out});
            });
   });
-  each_dp_tp([&](const Coord& x) {
-    std::string sum = act(x, l + ".mlp", hs, kRow);
+  each_rank([&](const Coord& x) {
+    std::string sum = act(x, l + ".mlp", hs, resid_spec);
     const std::string shared = at(x, m + ".shared");
+    const std::string y = own_tokens(x, i, m + ".y");
     branch(moe_site("moe-combine-missing-shared", i, x), [&](bool buggy) {
-      if (!buggy) return op(x, m + ".sum", "add", {at(x, m + ".y"), shared}, {sum});
+      if (!buggy) return op(x, m + ".sum", "add", {y, shared}, {sum});
       // Masked out rather than left out, so the stage still reads the
       // claimed shared output and its logical side stops there.
       std::string dropped = scratch(x, m + ".shared.dropped", g.shape(shared));
       op(x, m + ".shared.drop", "scale", {shared}, {dropped}, {{"factor", 0}});
-      op(x, m + ".sum", "add", {at(x, m + ".y"), dropped}, {sum});
+      op(x, m + ".sum", "add", {y, dropped}, {sum});
     });
     std::string next = resid_out(x, i + 1);
     op(x, l + ".mlp.residual", "add", {at(x, l + ".h"), sum}, {next});

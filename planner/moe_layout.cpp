@@ -1,6 +1,6 @@
 // Validation of the MoE part of a transformer configuration: expert
-// parallelism, expert tensor parallelism, and the degrees MoE layers do not
-// support.
+// parallelism, expert tensor parallelism, context parallelism's slot
+// blocks, and the degrees MoE layers do not support.
 #include <stdexcept>
 
 #include "planner/transformer.h"
@@ -35,11 +35,11 @@ void Layout::init_moe() {
     reject("tp (" + str(tp) + ") must divide the expert ffn size (" + str(FE) + ")");
   if (FS % tp != 0)
     reject("tp (" + str(tp) + ") must divide the shared expert ffn size (" + str(FS) + ")");
-  // Routing groups are whole sequences: a context-parallel or
-  // sequence-parallel rank would hold part of a group, and its dispatch
-  // would need the other parts' slots.
-  if (cp != 1) reject("context parallelism (cp > 1) is not supported for MoE models");
-  if (sp) reject("sequence parallelism (sp) is not supported for MoE models");
+  // Routing groups are whole sequences: under sp and cp the tokens are
+  // gathered into them (moe_seq.cpp), and each cp rank contracts its own
+  // block of the slots for the expert weight gradients.
+  if (C % cp != 0)
+    reject("cp (" + str(cp) + ") must divide the expert capacity (" + str(C) + " slots)");
   if (vpp > 1) reject("the interleaved pipeline (vpp > 1) is not supported for MoE models yet");
 }
 

@@ -13,9 +13,9 @@ void Builder::build_lockstep() {
   moe_inputs();
   const Shape hs = {s.B, s.S, s.H};
   const Spec resid_spec = {Ax::Batch, Ax::SeqSp, Ax::Full};
-  // Sends `name` from stage `from` to stage `to` on every tp rank (cp is 1).
+  // Sends `name` from stage `from` to stage `to` on every cp and tp rank.
   auto send_all = [&](const Coord& x, int from, int to, const std::string& name) {
-    each_tp(x, [&](const Coord& xt) {
+    each_cp_tp(x, [&](const Coord& xt) {
       Coord a = xt, b = xt;
       a.p = from;
       b.p = to;

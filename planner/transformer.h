@@ -349,6 +349,20 @@ class Builder {
   // expert side -> [E, k, n] summed over sequences and slots.
   void expert_weight_grad(const Coord& x, const std::string& a, const std::string& b,
                           const std::string& piece);
+  // moe_seq.cpp: sequence and context parallelism around an MoE layer.
+  // All-gathers the tokens `name` (cut as the residual) of dp rank x0.d into
+  // whole sequences on every tp and cp rank (no-op without sp or cp).
+  void gather_moe_tokens(Coord x0, const std::string& name);
+  std::string moe_tokens(const Coord& x, const std::string& name);
+  // x's own piece (as the residual is cut) of whole-sequence `name`.
+  std::string own_tokens(const Coord& x, int i, const std::string& name);
+  // The token slots xin2 = disp2^T @ n of layer i (or a bug's).
+  void dispatch_tokens(const Coord& x, int i, const std::string& disp2, const std::string& n,
+                       const std::string& xin2);
+  // Under cp: x's block (of cp) of t along dim, for weight gradients.
+  std::string cp_own_rows(const Coord& x, const std::string& t, int dim, const std::string& name);
+  // each_dp then each_cp.
+  void each_dp_cp(Coord x, const std::function<void(const Coord&)>& local);
   // moe_bugs.cpp hooks.
   std::pair<std::string, BugSite> moe_tp_sum_bug(const std::string& site, const Coord& x) const;
   std::pair<std::string, BugSite> moe_dp_sync_bug(const Param& p, const Coord& x) const;

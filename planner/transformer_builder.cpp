@@ -258,6 +258,10 @@ void Builder::each_cp(Coord x, const std::function<void(const Coord&)>& local) {
   for (x.c = 0; x.c < s.cp; ++x.c) local(x);
 }
 
+void Builder::each_dp_cp(Coord x, const std::function<void(const Coord&)>& local) {
+  each_dp(x, [&](const Coord& xd) { each_cp(xd, local); });
+}
+
 void Builder::each_cp_tp(Coord x, const std::function<void(const Coord&)>& local) {
   each_cp(x, [&](const Coord& xc) { each_tp(xc, local); });
 }

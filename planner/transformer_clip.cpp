@@ -57,8 +57,8 @@ bool Builder::norm_counts(const PendingStep& u) const {
 
 std::vector<int> Builder::norm_group(const Coord& x, bool expert) const {
   // Whose pieces differ: tp x pp always; dp x cp under ZeRO (shards); for
-  // experts under ep the ranks of x's ep group (blocks; their edp replicas
-  // hold the same pieces and get the same total).
+  // experts under ep the ranks of x's ep group (blocks; their edp and cp
+  // replicas hold the same pieces and get the same total).
   const bool expert_blocks = expert && s.ep > 1;
   bool across_dp = s.zero > 0 || expert_blocks;
   if (expert && s.bug("clip-norm-missing-ep")) across_dp = false;
@@ -71,7 +71,8 @@ std::vector<int> Builder::norm_group(const Coord& x, bool expert) const {
         for (int t = 0; t < s.tp; ++t) {
           if (!across_pp && p != x.p) continue;
           if (!across_dp && (d != int(x.d) || c != int(x.c))) continue;
-          if (!same_ep_group(d)) continue;
+          // Expert blocks are replicated over cp (never ZeRO-sharded).
+          if (!same_ep_group(d) || (expert_blocks && c != int(x.c))) continue;
           group.push_back(s.rank(d, c, t, p));
         }
   return group;

@@ -171,6 +171,12 @@ std::string compact_unsupported(const Layout& s) {
   // written yet).
   if (s.moe() && s.ep > 1 && s.ep < s.dp)
     return "ep (" + std::to_string(s.ep) + ") below dp (" + std::to_string(s.dp) + ")";
+  // MoE under cp: the expert gradients' sum over cp (edp x cp groups) is
+  // written in the expanded form only; under sp, the bugs whose rank is
+  // not affine in the tp axis (the next rank's piece).
+  if (s.moe() && s.cp > 1) return "cp on an MoE model";
+  for (const char* sp_bug : {"moe-sp-dispatch-local-tokens", "moe-sp-combine-wrong-piece"})
+    if (s.c.bug == sp_bug) return "--bug " + s.c.bug;
   // A kv head shared by several tp ranks is head t / replicas: not affine.
   if (s.tp > s.NKV)
     return "tp (" + std::to_string(s.tp) + ") above the kv heads (" + std::to_string(s.NKV) + ")";

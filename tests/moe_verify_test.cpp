@@ -100,7 +100,7 @@ std::vector<Case> correct_cases() {
       {"clip_dp2_ep2_tp2", with(cfg(2, 2, 2, 2, 1, 1), [](PlanConfig& c) { c.clip = true; })},
       {"clip_dp2_ep2_pp2_zero1",
        with(cfg(2, 2, 2, 1, 2, 1), [](PlanConfig& c) { c.clip = true, c.zero = 1; })},
-      // Every option MoE layers allow at once (cp and sp they do not).
+      // Every option MoE layers allow at once (cp and sp: moe_seq_test.cpp).
       {"everything", with(cfg(2, 2, 2, 2, 2, 2),
                           [](PlanConfig& c) {
                             c.zero = 2, c.tie_embeddings = true, c.bias = true,
@@ -145,13 +145,11 @@ TEST(MoePlanner, RejectsExpertParallelismNotDividingDp) {
   expect_rejected("llama3-tiny", cfg(2, 2, 2, 1, 1, 1), "ep applies to MoE models only");
 }
 
-TEST(MoePlanner, RejectsContextAndSequenceParallelism) {
-  expect_rejected(kTiny, with(cfg(2, 1, 1, 1, 1, 1), [](PlanConfig& c) { c.cp = 2; }),
-                  "context parallelism (cp > 1) is not supported for MoE models");
-  expect_rejected(kTiny, with(cfg(2, 1, 1, 2, 1, 1), [](PlanConfig& c) { c.sp = true; }),
-                  "sequence parallelism (sp) is not supported for MoE models");
-  expect_rejected("deepseek-v3", with(cfg(4, 2, 2, 1, 1, 1), [](PlanConfig& c) { c.cp = 2; }),
-                  "context parallelism (cp > 1) is not supported for MoE models");
+// cp and sp apply (moe_seq_test.cpp); cp must divide the slots, each cp
+// rank contracting its own block of them into the expert gradients.
+TEST(MoePlanner, RejectsContextParallelismNotDividingTheSlots) {
+  expect_rejected(kTiny, with(cfg(2, 1, 1, 1, 1, 1), [](PlanConfig& c) { c.cp = 8; }),
+                  "cp (8) must divide the expert capacity (4 slots)");
 }
 
 TEST(MoePlanner, RejectsBugsThatCannotFire) {
@@ -180,14 +178,18 @@ TEST(MoePlanner, RejectsBugsThatCannotFire) {
                   "one dense, one MoE");
 }
 
-// The MoE families list the MoE bugs, never the cp/sp ones they refuse; the
-// dense family lists none of them.
-TEST(MoePlanner, CatalogueHasTheMoeBugsAndNoContextOrSequenceBugs) {
+// The MoE families list the MoE bugs and the cp/sp ones, never the
+// interleaved pipeline's they refuse; the dense family lists none of them.
+TEST(MoePlanner, CatalogueHasTheMoeBugsAndTheContextAndSequenceBugs) {
   const std::vector<std::string> moe_bugs = {
-      "expert-out-not-reduced-tp",       "expert-grad-not-reduced-tp",   "router-grad-not-synced",
-      "expert-grad-not-synced",          "expert-grad-double-reduced",   "all-to-all-dims-swapped",
-      "all-to-all-wrong-order",          "moe-combine-missing-shared",   "expert-grad-on-dp-group",
-      "shared-expert-grad-on-edp-group", "expert-grad-averaged-over-edp"};
+      "expert-out-not-reduced-tp",     "expert-grad-not-reduced-tp",
+      "router-grad-not-synced",        "expert-grad-not-synced",
+      "expert-grad-double-reduced",    "all-to-all-dims-swapped",
+      "all-to-all-wrong-order",        "moe-combine-missing-shared",
+      "expert-grad-on-dp-group",       "shared-expert-grad-on-edp-group",
+      "expert-grad-averaged-over-edp", "moe-sp-dispatch-local-tokens",
+      "moe-sp-combine-wrong-piece",    "moe-cp-dispatch-local-chunk",
+      "moe-cp-combine-wrong-chunk",    "moe-cp-expert-grad-all-slots"};
   auto names_of = [](const std::string& model) {
     std::set<std::string> names;
     for (const planner::BugInfo& b : planner::list_bugs(model)) {
@@ -200,10 +202,10 @@ TEST(MoePlanner, CatalogueHasTheMoeBugsAndNoContextOrSequenceBugs) {
   for (const std::string model : {"moe-tiny", "deepseek-v3"}) {
     SCOPED_TRACE(model);
     const std::set<std::string> names = names_of(model);
-    for (const std::string& name : names) {
-      EXPECT_NE(name.rfind("cp-", 0), 0u) << name;
-      EXPECT_NE(name.rfind("sp-", 0), 0u) << name;
-    }
+    EXPECT_FALSE(names.count("vpp-send-wrong-chunk"));
+    for (const char* seq : {"sp-allgather-dim", "sp-norm-grad-not-reduced", "cp-kv-allgather-order",
+                            "cp-kv-grad-not-reduced", "cp-loss-scale-local"})
+      EXPECT_TRUE(names.count(seq)) << seq;
     for (const std::string& moe_bug : moe_bugs) EXPECT_TRUE(names.count(moe_bug)) << moe_bug;
   }
   // deepseek-v3 has as many kv heads as heads: tp never exceeds them.
@@ -281,6 +283,10 @@ PlanConfig config_for(const std::string& bug) {
       with(cfg(2, 2, 2, 1, 1, 1), [](PlanConfig& c) { c.zero = 3; }),
       // ep groups inside dp (moe_edp_test.cpp runs every expert-mesh bug here).
       cfg(2, 4, 2, 1, 1, 1),
+      // Sequence and context parallelism (moe_seq_test.cpp).
+      with(cfg(2, 1, 1, 2, 1, 1), [](PlanConfig& c) { c.sp = true; }),
+      with(cfg(2, 2, 1, 2, 1, 1), [](PlanConfig& c) { c.sp = true; }),
+      with(cfg(2, 1, 1, 1, 1, 1), [](PlanConfig& c) { c.cp = 2; }),
   };
   for (PlanConfig c : candidates) {
     c.bug = bug;

@@ -276,6 +276,31 @@ TEST(TransformerCompact, MoeExpansionIsTheV1PlanOverTheMatrix) {
         }
 }
 
+// Sequence parallelism around the MoE layer (moe_seq.cpp): the gathers
+// over tp and the slice of the rank's piece are affine in the tp axis. Under
+// cp, and for the sp bugs that keep the next rank's piece, the compact form
+// refuses.
+TEST(TransformerCompact, MoeSequenceParallelExpansionIsTheV1Plan) {
+  for (auto [dp, pp, mb] : {std::tuple{1, 1, 1}, {2, 1, 2}, {1, 2, 2}}) {
+    planner::PlanConfig c = tiny(2, dp, 2, pp, mb);
+    c.ep = dp, c.sp = true;
+    expect_same_plan("moe-tiny", c);
+  }
+  planner::PlanConfig c = tiny(2, 1, 2, 1, 1);
+  c.sp = true;
+  c.bug = "sp-allgather-dim";
+  expect_same_plan("moe-tiny", c);
+  Report r = testing::verify_json(planner::generate_plan("moe-tiny", compact(c)), "compact-sp");
+  EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+  for (const char* bug : {"moe-sp-dispatch-local-tokens", "moe-sp-combine-wrong-piece"}) {
+    c.bug = bug;
+    EXPECT_THROW(planner::generate_plan("moe-tiny", compact(c)), std::invalid_argument) << bug;
+  }
+  c = tiny(2, 1, 1, 1, 1);
+  c.cp = 2;
+  EXPECT_THROW(planner::generate_plan("moe-tiny", compact(c)), std::invalid_argument);
+}
+
 // Every bug of moe-tiny (the dense ones in the MoE lockstep, and the MoE
 // ones) in the first of a few configurations it applies to: the expansion
 // is the v1 plan; the MoE bugs are found alike. The all_to_all in reverse
