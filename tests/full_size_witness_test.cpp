@@ -69,5 +69,27 @@ TEST(FullSizeWitness, AGeneratedBugAtALongSequenceHasAFullSizeWitness) {
   EXPECT_NE(explain(r).find("replayed at full size"), std::string::npos) << explain(r);
 }
 
+// Per row, the sum of the first 3 of 8 columns (a split); the parallel side
+// sums the other 5. At 2^19 rows, x alone is 4,194,304 elements: a whole
+// split would read all of it, over what a sub-stage may hold (4,000,000),
+// and the finding was unknown; the split narrowed to the row holds 8.
+TEST(FullSizeWitness, ABugBehindASplitInALargeStageHasAFullSizeWitness) {
+  constexpr int64_t rows = int64_t{1} << 19;
+  auto rc = json::array({rows, 8});
+  json lt = {
+      {"x", tensor(rc)}, {"a", tensor({rows, 3})}, {"b", tensor({rows, 5})}, {"y", tensor({rows})}};
+  json lops = {op("a", "split", {"x"}, {"a", "b"}, {{"dim", 1}, {"sizes", {3, 5}}}),
+               op("y", "sum", {"a"}, {"y"}, {{"dims", {1}}})};
+  json pt = {{"p.a", ptensor({rows, 3})},
+             {"p.b", ptensor({rows, 5})},
+             {"p.y", ptensor({rows}, {{"tensor", "y"}})}};
+  json pops = {op("p.a", "split", {"p.x"}, {"p.a", "p.b"}, {{"dim", 1}, {"sizes", {3, 5}}}),
+               op("p.y", "sum", {"p.b"}, {"p.y"}, {{"dims", {1}}})};
+  Report r = verify_json(one_rank(lt, {"x"}, lops, {"y"}, pt, {{"p.x", "x"}}, pops, {"p.y"}),
+                         "witness-split");
+  ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << explain(r);
+  EXPECT_NE(explain(r).find("replayed at full size"), std::string::npos) << explain(r);
+}
+
 }  // namespace
 }  // namespace shardproof

@@ -14,6 +14,7 @@
 #include "engine/stage/narrowed_stage.h"
 #include "engine/stage/stage_claims.h"
 #include "planner/planner.h"
+#include "tests/family_plans.h"
 #include "tests/planner_support.h"
 
 namespace shardproof {
@@ -149,6 +150,65 @@ TEST(NarrowedStage, HoldsAWrongOffsetsTwoColumnsApart) {
     ++seen;
   }
   EXPECT_EQ(seen, 1);
+}
+
+// ZeRO's reduce_scatter and MoE's all_to_all are written out by the stage
+// builder (slices and an all_reduce or a concat per needed output), which
+// narrow; dropout draws with `random` (narrowed to the box it draws).
+TEST(NarrowedStage, ComputesWhatTheFullStageComputesOnZeroMoeAndDropoutStages) {
+  planner::PlanConfig zero = testing::transformer_config(2, 2, 1, 1, 1);
+  zero.zero = 1;
+  EXPECT_GT(checked_stages(planner::generate_plan("llama3-tiny", zero)), 0);
+  planner::PlanConfig dropout = testing::transformer_config(2, 1, 2, 1, 1);
+  dropout.dropout = true;
+  EXPECT_GT(checked_stages(planner::generate_plan("llama3-tiny", dropout)), 0);
+  planner::PlanConfig moe = testing::transformer_config(2, 2, 1, 1, 1);
+  moe.ep = 2;
+  EXPECT_GT(checked_stages(planner::generate_plan("moe-tiny", moe)), 0);
+}
+
+// Per row, the sum over the first 3 of 8 columns of x times a dropout-like
+// draw: a split (the 3 columns and the other 5) and a random of 3 columns.
+nlohmann::json split_and_draw_plan(int64_t rows) {
+  using namespace family_plans;
+  json lt = {{"x", tensor({rows, 8})}, {"s", tensor(json::array())}, {"a", tensor({rows, 3})},
+             {"b", tensor({rows, 5})}, {"m", tensor({rows, 3})},     {"am", tensor({rows, 3})},
+             {"y", tensor({rows})}};
+  json lops = {op("a", "split", {"x"}, {"a", "b"}, {{"dim", 1}, {"sizes", {3, 5}}}),
+               op("m", "random", {"s"}, {"m"}, {{"shape", {rows, 3}}}),
+               op("am", "mul", {"a", "m"}, {"am"}), op("y", "sum", {"am"}, {"y"}, {{"dims", {1}}})};
+  json pt = {{"p.a", ptensor({rows, 3})},
+             {"p.b", ptensor({rows, 5})},
+             {"p.m", ptensor({rows, 3})},
+             {"p.am", ptensor({rows, 3})},
+             {"p.y", ptensor({rows}, {{"tensor", "y"}})}};
+  json pops = {op("p.a", "split", {"p.x"}, {"p.a", "p.b"}, {{"dim", 1}, {"sizes", {3, 5}}}),
+               op("p.m", "random", {"p.s"}, {"p.m"}, {{"shape", {rows, 3}}}),
+               op("p.am", "mul", {"p.a", "p.m"}, {"p.am"}),
+               op("p.y", "sum", {"p.am"}, {"p.y"}, {{"dims", {1}}})};
+  return one_rank(lt, {"x", "s"}, lops, {"y"}, pt, {{"p.x", "x"}, {"p.s", "s"}}, pops, {"p.y"});
+}
+
+// A split keeps its split dim whole and narrows the others; a draw is made
+// at the box, at the same absolute positions. One row's sub-stage holds a
+// row of each tensor (before, both ops were whole: 4096 rows of each).
+TEST(NarrowedStage, ASplitAndADrawHoldOnlyTheDemandedRows) {
+  const nlohmann::json plan = split_and_draw_plan(4096);
+  EXPECT_GT(checked_stages(plan), 0);
+  ParseResult parsed = parse_plan_text(plan.dump(), "plan.json", "");
+  ASSERT_TRUE(parsed.plan);
+  const std::vector<Stage> stages = build_stages(*parsed.plan);
+  ASSERT_EQ(stages.size(), 1u);
+  std::string why;
+  std::optional<NarrowedStage> n = narrow_stage(stages[0], {1234}, 10'000'000, why);
+  ASSERT_TRUE(n) << why;
+  EXPECT_EQ(n->origin, std::vector<int64_t>{1234});
+  for (size_t t = 0; t < n->source.size(); ++t) {
+    if (n->box[t].empty()) continue;  // the state
+    EXPECT_EQ(n->box[t][0], std::make_pair(int64_t{1234}, int64_t{1235}))
+        << stages[0].tensors[n->source[t]].name;
+  }
+  EXPECT_LT(n->stage.element_count(), 100);
 }
 
 }  // namespace

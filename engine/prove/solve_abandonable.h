@@ -1,8 +1,10 @@
-// A stage's solver part on a thread of its own, so that a check Z3 does not
-// stop even when interrupted (an overrun, bounded_check.h) is left behind
-// instead of holding the verdict: the caller gets nullopt at once (the stage
-// is *unknown*), and the thread runs on alone with its own copy of the stage
-// until Z3 returns, then ends.
+// A stage's solver part on a thread other than the caller's, so that a
+// check Z3 does not stop even when interrupted (an overrun, bounded_check.h)
+// is left behind instead of holding the verdict: the caller gets nullopt at
+// once (the stage is *unknown*), and the thread runs on alone with its own
+// copy of the stage until Z3 returns, then ends. Otherwise the thread is
+// kept for the caller's next stage, and with it its Z3 context
+// (thread_context.h).
 #pragma once
 
 #include <functional>

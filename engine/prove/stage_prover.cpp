@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -14,6 +15,7 @@
 #include "engine/prove/solve_abandonable.h"
 #include "engine/prove/stage_testing.h"
 #include "engine/prove/sweep.h"
+#include "engine/prove/thread_context.h"
 #include "engine/stage/stage_claims.h"
 
 namespace shardproof {
@@ -472,7 +474,8 @@ class Prover {
 
   const Stage& stage_;
   ProverOptions options_;
-  z3::context ctx_;
+  std::shared_ptr<z3::context> lease_ = lease_thread_context();  // outlives every term
+  z3::context& ctx_ = *lease_;
   Z3Algebra alg_;
   z3::params som_;  // simplify's parameters for a claim's differences
   const StageValues<Z3Algebra>* values_ = nullptr;  // the stage's terms, once evaluated

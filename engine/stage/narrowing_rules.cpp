@@ -62,11 +62,63 @@ NarrowedOp whole_op(const std::string& op, const AttrMap& attrs, const std::vect
   return n;
 }
 
+// `n` when the operator's own shape rule gives its boxes' sizes, else `whole`.
+NarrowedOp checked(NarrowedOp n, const std::vector<TensorInfo>& in,
+                   const std::vector<TensorInfo>& out, NarrowedOp whole) {
+  const OpDef* def = OpRegistry::instance().find(n.op);
+  std::vector<TensorInfo> narrowed_in, narrowed_out;
+  for (size_t k = 0; k < in.size(); ++k)
+    if (in[k].shape.empty() || !empty_box(n.in[k]))
+      narrowed_in.push_back({box_sizes(n.in[k]), in[k].dtype});
+  const size_t n_out = n.per_output ? 1 : out.size();
+  if (!def || !def->infer(n.attrs, narrowed_in, n_out, narrowed_out).empty()) return whole;
+  for (size_t o = 0; o < out.size(); ++o) {
+    const size_t from = n.per_output ? 0 : o;
+    if (from >= narrowed_out.size() || narrowed_out[from].shape != box_sizes(n.out[o]))
+      return whole;
+  }
+  return n;
+}
+
+// split: every output keeps the split dim whole (so `sizes` is unchanged),
+// the other dims take the demand's box, the operand that box with its dim
+// whole. Outputs differ only along the split dim, so one demand hull fits all.
+NarrowedOp split_op(const AttrMap& attrs, const std::vector<TensorInfo>& in,
+                    const std::vector<TensorInfo>& out, const SliceSpec& demand) {
+  const int d = dim_attr(attrs, "dim", in[0].shape.size(), 0);
+  NarrowedOp n{"split", attrs, {}, {}};
+  if (d < 0 || static_cast<size_t>(d) >= demand.size()) return n;  // checked() rejects it
+  SliceSpec r = demand;
+  r[d] = {0, in[0].shape[d]};
+  n.in = {r};
+  for (const TensorInfo& t : out) {
+    r[d] = {0, t.shape[d]};
+    n.out.push_back(r);
+  }
+  return n;
+}
+
+// random: a draw at the box, its positions still those of `full` (offset
+// moved by the box's start), so every element draws exactly what it drew.
+NarrowedOp random_op(const AttrMap& attrs, const Shape& shape, const SliceSpec& r) {
+  NarrowedOp n{"random", attrs, {r}, {SliceSpec{}}};  // the state is a scalar
+  const Shape full = attrs.count("full") ? attrs.at("full").as_int_list() : shape;
+  Shape offset = attrs.count("offset") ? attrs.at("offset").as_int_list() : Shape(shape.size());
+  if (offset.size() != r.size() || full.size() != r.size()) return n;  // checked() rejects it
+  for (size_t d = 0; d < r.size(); ++d) offset[d] += r[d].first;
+  n.attrs["shape"] = Attr::of_int_list(box_sizes(r));
+  n.attrs["full"] = Attr::of_int_list(full);
+  n.attrs["offset"] = Attr::of_int_list(offset);
+  return n;
+}
+
 }  // namespace
 
 NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vector<TensorInfo>& in,
                      const std::vector<TensorInfo>& out, const SliceSpec& demand) {
   NarrowedOp whole = whole_op(op, attrs, in, out);
+  if (op == "split" && in.size() == 1 && !out.empty())
+    return checked(split_op(attrs, in, out, demand), in, out, whole);
   for (const TensorInfo& t : out)
     if (t.shape != out[0].shape) return whole;  // split: outputs of several shapes
   if (out.empty()) return whole;
@@ -75,6 +127,7 @@ NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vec
   for (const TensorInfo& t : out) out_shapes.push_back(t.shape);
   const Shape& shape = out[0].shape;
   const SliceSpec r = widened(op, attrs, in, shape, demand);
+  if (op == "random") return checked(random_op(attrs, shape, r), in, out, whole);
   NarrowedOp n{op, attrs, std::vector<SliceSpec>(out.size(), r), {}};
   if (by_demand_rules(op)) {
     if (op == "matmul" && (shape.size() < 2 || in[0].shape.size() < 2 || in[1].shape.size() < 2))
@@ -116,20 +169,7 @@ NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vec
     n.attrs["start"] = Attr::of_int(0);
     n.attrs["end"] = Attr::of_int(r[d].second - r[d].first);
   }
-  // The operator's own shape rule must give the boxes' sizes.
-  const OpDef* def = OpRegistry::instance().find(n.op);
-  std::vector<TensorInfo> narrowed_in, narrowed_out;
-  for (size_t k = 0; k < in.size(); ++k)
-    if (in[k].shape.empty() || !empty_box(n.in[k]))
-      narrowed_in.push_back({box_sizes(n.in[k]), in[k].dtype});
-  const size_t n_out = n.per_output ? 1 : out.size();
-  if (!def || !def->infer(n.attrs, narrowed_in, n_out, narrowed_out).empty()) return whole;
-  for (size_t o = 0; o < out.size(); ++o) {
-    const size_t from = n.per_output ? 0 : o;
-    if (from >= narrowed_out.size() || narrowed_out[from].shape != box_sizes(n.out[o]))
-      return whole;
-  }
-  return n;
+  return checked(std::move(n), in, out, whole);
 }
 
 }  // namespace shardproof

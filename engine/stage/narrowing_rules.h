@@ -1,9 +1,9 @@
 // How one op computes a box of its output from boxes of its operands, for
 // narrowed stages (narrowed_stage.h). Only ops whose values at a position
-// depend on their operands' values alone, never on the position itself or
-// on sizes outside the box, are narrowed; every other op (iota's values
-// along its dim aside, random, gathers, split, ...) computes its whole
-// output from whole operands, which is always the op itself.
+// depend on their operands' values alone, never on sizes outside the box,
+// are narrowed (iota's values along its dim and random's draws depend on the
+// position, which their rewritten attributes keep); every other op computes
+// its whole output from whole operands, which is always the op itself.
 #pragma once
 
 #include <string>
@@ -26,7 +26,8 @@ struct NarrowedOp {
 };
 
 // `demand` is the hull of what is demanded of the op's outputs (all outputs
-// of a multi-output op share one shape, except split, which is not narrowed).
+// of a multi-output op share one shape, except split's, which differ only
+// along its split dim, kept whole).
 // The narrowed op is checked by the operator's own shape rule: an output
 // shape other than its box falls back to the whole op.
 NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vector<TensorInfo>& in,
