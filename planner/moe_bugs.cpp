@@ -28,13 +28,12 @@ std::string in_moe(const Layout& s, const std::string& what) {
 }
 
 // Catalogue bugs that need context or sequence parallelism, which MoE
-// layouts reject (routing groups are whole sequences), or the interleaved
-// pipeline, not written for MoE layouts yet.
+// layouts reject (routing groups are whole sequences).
 const std::set<std::string>& cp_sp_bugs() {
   static const std::set<std::string> names = {"sp-norm-grad-not-reduced", "sp-allgather-order",
                                               "sp-allgather-dim",         "cp-kv-allgather-order",
                                               "cp-kv-grad-not-reduced",   "cp-loss-scale-local",
-                                              "sp-grad-on-dp-group",      "vpp-send-wrong-chunk"};
+                                              "sp-grad-on-dp-group"};
   return names;
 }
 

@@ -40,7 +40,6 @@ void Layout::init_moe() {
   // would need the other parts' slots.
   if (cp != 1) reject("context parallelism (cp > 1) is not supported for MoE models");
   if (sp) reject("sequence parallelism (sp) is not supported for MoE models");
-  if (vpp > 1) reject("the interleaved pipeline (vpp > 1) is not supported for MoE models yet");
 }
 
 }  // namespace shardproof::planner::transformer
