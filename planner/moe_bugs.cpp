@@ -105,6 +105,16 @@ const std::vector<BugSpec>& moe_bug_table() {
          return needs_moe(s, s.dp >= 2 && s.ep < s.dp, "dp >= 2 and ep < dp");
        },
        [](const Layout& s) { return grad(in_moe(s, "wg")); }},
+      {{"zero-expert-shard-dp-rank",
+        "with ZeRO-1 and 1 < ep < dp every rank keeps the shard of the reference layer's summed "
+        "expert gate weight gradient at its dp rank's place (d mod edp) instead of its place in "
+        "its expert-data-parallel group (d / ep) (tp rank 0)",
+        "distributed optimizer shards expert parameters by the data-parallel rank where the "
+        "expert-data-parallel rank is due"},
+       [](const Layout& s) {
+         return needs_moe(s, s.zero == 1 && s.ep >= 2 && s.ep < s.dp, "zero 1 and 1 < ep < dp");
+       },
+       [](const Layout& s) { return grad(in_moe(s, "wg")); }},
       {{"all-to-all-dims-swapped",
         "the dispatch all_to_all (tp rank 0, micro-batch 0) splits on sequences and concatenates "
         "on experts, into a buffer then viewed with the expected shape",

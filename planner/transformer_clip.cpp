@@ -56,10 +56,11 @@ bool Builder::norm_counts(const PendingStep& u) const {
 }
 
 std::vector<int> Builder::norm_group(const Coord& x, bool expert) const {
-  // Whose pieces differ: tp x pp always; dp x cp under ZeRO (shards); for
-  // experts under ep the ranks of x's ep group (blocks; their edp replicas
-  // hold the same pieces and get the same total).
-  const bool expert_blocks = expert && s.ep > 1;
+  // Whose pieces differ: tp x pp always; dp x cp under ZeRO (shards, of
+  // expert blocks over edp: every dp rank again); for experts under ep
+  // without ZeRO the ranks of x's ep group (blocks; their edp replicas hold
+  // the same pieces and get the same total).
+  const bool expert_blocks = expert && s.ep > 1 && s.zero == 0;
   bool across_dp = s.zero > 0 || expert_blocks;
   if (expert && s.bug("clip-norm-missing-ep")) across_dp = false;
   const bool across_pp = expert || !s.bug("clip-norm-missing-pp");
