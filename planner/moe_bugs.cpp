@@ -3,7 +3,6 @@
 // the MoE builder asks at the one site each bug corrupts (dp rank 0, cp
 // rank 0, micro-batch 0, the MoE reference layer), and which catalogue bugs
 // a model family can carry.
-#include <set>
 
 #include "planner/transformer.h"
 
@@ -26,14 +25,6 @@ std::string needs_moe(const Layout& s, bool ok, const std::string& why) {
 
 std::string in_moe(const Layout& s, const std::string& what) {
   return layer(s.moe_bug_layer()) + ".moe." + what;
-}
-
-// Catalogue bugs that need the interleaved pipeline, not written for MoE
-// layouts yet. (The sp and cp bugs corrupt the attention, the norms and the
-// loss, which MoE layers share with dense ones.)
-const std::set<std::string>& unsupported_bugs() {
-  static const std::set<std::string> names = {"vpp-send-wrong-chunk"};
-  return names;
 }
 
 }  // namespace
@@ -102,6 +93,16 @@ const std::vector<BugSpec>& moe_bug_table() {
         "expert gradients scaled by the expert-data-parallel size"},
        [](const Layout& s) {
          return needs_moe(s, s.dp >= 2 && s.ep < s.dp, "dp >= 2 and ep < dp");
+       },
+       [](const Layout& s) { return grad(in_moe(s, "wg")); }},
+      {{"zero-expert-shard-dp-rank",
+        "with ZeRO-1 and 1 < ep < dp every rank keeps the shard of the reference layer's summed "
+        "expert gate weight gradient at its dp rank's place (d mod edp) instead of its place in "
+        "its expert-data-parallel group (d / ep) (tp rank 0)",
+        "distributed optimizer shards expert parameters by the data-parallel rank where the "
+        "expert-data-parallel rank is due"},
+       [](const Layout& s) {
+         return needs_moe(s, s.zero == 1 && s.ep >= 2 && s.ep < s.dp, "zero 1 and 1 < ep < dp");
        },
        [](const Layout& s) { return grad(in_moe(s, "wg")); }},
       {{"all-to-all-dims-swapped",
@@ -191,7 +192,6 @@ std::vector<BugInfo> family_bugs(const ModelShape& model) {
   // What each bug needs is why the default configuration refuses it.
   const Layout defaults(model, PlanConfig{});
   auto list = [&](const BugSpec& b) {
-    if (moe && unsupported_bugs().count(b.info.name)) return;
     std::string why = b.not_applicable(defaults);
     if (why.empty()) why = family_not_applicable(defaults, b.info.name);
     infos.push_back(with_needs(b.info, why));

@@ -74,14 +74,23 @@ nlohmann::json interleaved_schedule(const Layout& s) {
           // of unit `next` (if any).
           using Units = std::vector<std::vector<Compute>>;
           const Units order = interleaved_order(s, p);
+          // The bug posts them one by one, each blocking, sends first: every
+          // rank sends to its ring neighbour at once (the wrap-around closes
+          // the ring, where 1F1B's chain had a first stage to break it).
+          const bool unbatched = s.bug("schedule-vpp-unbatched");
           auto post = [&](const std::vector<Compute>* done, const std::vector<Compute>* next) {
             nlohmann::json step = nlohmann::json::array();
+            auto add = [&](nlohmann::json op) {
+              if (op.is_null()) return;
+              if (unbatched)
+                steps.push_back(nlohmann::json::array({std::move(op)}));
+              else
+                step.push_back(std::move(op));
+            };
             if (done)
-              for (const Compute& x : *done)
-                if (nlohmann::json op = send(x); !op.is_null()) step.push_back(std::move(op));
+              for (const Compute& x : *done) add(send(x));
             if (next)
-              for (const Compute& x : *next)
-                if (nlohmann::json op = recv(x); !op.is_null()) step.push_back(std::move(op));
+              for (const Compute& x : *next) add(recv(x));
             if (!step.empty()) steps.push_back(std::move(step));
           };
           post(nullptr, &order.front());

@@ -164,6 +164,16 @@ const std::vector<BugSpec>& step_bug_table() {
                       "--schedule (pp >= 2), microbatches >= pp and no --vpp");
        },
        [](const Layout&) { return std::string("schedule"); }},
+      {{"schedule-vpp-unbatched",
+        "with --schedule and --vpp every pipeline rank posts each batch of the interleaved "
+        "schedule (the sends of the unit just run and the receives of the next) as blocking "
+        "sends, then blocking receives: the ring of ranks all wait to send",
+        "batch_isend_irecv replaced by sequential blocking send and recv in the interleaved "
+        "pipeline (deadlock)"},
+       [](const Layout& s) {
+         return needs(s.c.schedule && s.vpp >= 2, "--schedule (pp >= 2) and --vpp >= 2");
+       },
+       [](const Layout&) { return std::string("schedule"); }},
   };
   return bugs;
 }
@@ -245,8 +255,12 @@ std::vector<std::string> Builder::reduce_twice(const Param& p, const Coord& x,
 }
 
 int64_t Builder::zero_partition(const Param& p, const Coord& x) const {
-  const int64_t n = int64_t(s.dp) * s.cp, j = int64_t(x.d) * s.cp + x.c;
+  const int64_t n = zero_ways(p), j = zero_index(p, x).value();
   if (s.bug("zero-partition-id") && p.local == ref_wq(s) && x.t == 0) return (j + 1) % n;
+  // The expert block's shard at the dp rank's place, not the edp group's.
+  if (s.bug("zero-expert-shard-dp-rank") && p.local == layer(s.moe_bug_layer()) + ".moe.wg" &&
+      x.t == 0)
+    return int64_t(x.d) % n;
   return j;
 }
 

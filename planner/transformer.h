@@ -424,8 +424,15 @@ class Builder {
   // transformer_update_compact.cpp: the same in the compact form, where the
   // accumulation over micro-batches is one chain of templates.
   void update_piece_compact(const Param& p);
-  // ZeRO: the shard of piece p that x's rank steps (dp * cp shards of dim 0).
+  // ZeRO: the shard of piece p that x's rank steps (zero_ways shards of dim 0).
   SymSlice zero_slice(const Param& p, const Coord& x) const;
+  // ZeRO's shards of piece p: dp * cp, or edp for an expert block replicated
+  // over its edp group (Megatron's distributed optimizer shards expert
+  // parameters over the expert-data-parallel group); x's rank holds shard
+  // zero_index, the members (leader first, in shard order) hold them all.
+  int zero_ways(const Param& p) const;
+  Aff zero_index(const Param& p, const Coord& x) const;
+  std::vector<Coord> zero_members(const Param& p, const Coord& x) const;
   // A tensor standing for logical[slice] (part k of n) on x's rank.
   void declare(const Coord& x, const std::string& local, const std::string& logical,
                const SymSlice& slice, Part part = {});
@@ -484,8 +491,9 @@ class Builder {
   // The same contributions as suffixes: at(x, suffix) at any micro-batch.
   std::map<std::pair<int, std::string>, std::vector<std::string>> grad_whats_;
   std::vector<std::string> declared_inputs_, declared_outputs_;
-  // ZeRO: updated shards per (piece, stage, tp rank), in dp x cp group order.
-  std::map<std::tuple<std::string, int, int>, std::vector<std::string>> zero_shards_;
+  // ZeRO: updated shards per (piece, stage, tp rank, group leader's dp rank),
+  // in zero_members order.
+  std::map<std::tuple<std::string, int, int, int>, std::vector<std::string>> zero_shards_;
 };
 
 // Reverses a gather's members (a bug): each input and output stays on its rank.

@@ -56,10 +56,11 @@ bool Builder::norm_counts(const PendingStep& u) const {
 }
 
 std::vector<int> Builder::norm_group(const Coord& x, bool expert) const {
-  // Whose pieces differ: tp x pp always; dp x cp under ZeRO (shards); for
-  // experts under ep the ranks of x's ep group (blocks; their edp and cp
-  // replicas hold the same pieces and get the same total).
-  const bool expert_blocks = expert && s.ep > 1;
+  // Whose pieces differ: tp x pp always; dp x cp under ZeRO (shards, and
+  // expert blocks under 1 < ep < dp are ZeRO-sharded over edp: every dp rank
+  // again); other expert blocks under ep: the ranks of x's ep group (blocks;
+  // their edp and cp replicas hold the same pieces and get the same total).
+  const bool expert_blocks = expert && s.ep > 1 && !(s.zero > 0 && s.ep < s.dp);
   bool across_dp = s.zero > 0 || expert_blocks;
   if (expert && s.bug("clip-norm-missing-ep")) across_dp = false;
   const bool across_pp = expert || !s.bug("clip-norm-missing-pp");
@@ -71,7 +72,7 @@ std::vector<int> Builder::norm_group(const Coord& x, bool expert) const {
         for (int t = 0; t < s.tp; ++t) {
           if (!across_pp && p != x.p) continue;
           if (!across_dp && (d != int(x.d) || c != int(x.c))) continue;
-          // Expert blocks are replicated over cp (never ZeRO-sharded).
+          // Unsharded expert blocks are replicated over cp.
           if (!same_ep_group(d) || (expert_blocks && c != int(x.c))) continue;
           group.push_back(s.rank(d, c, t, p));
         }

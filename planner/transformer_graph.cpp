@@ -153,9 +153,6 @@ std::string compact_unsupported(const Layout& s) {
   if (s.c.clip) return "--clip";
   if (s.zero == 3) return "--zero 3";
   if (s.c.dropout) return "--dropout";
-  // Virtual stages send from the last pp rank back to the first: not a
-  // neighbour along the pp axis.
-  if (s.vpp > 1) return "--vpp";
   // The training-step bugs (step_bugs.cpp) are written into the expanded form only.
   for (const BugSpec& b : step_bug_table())
     if (s.c.bug == b.info.name) return "--bug " + s.c.bug;

@@ -71,23 +71,26 @@ void Builder::declare_params() {
 }
 
 bool Builder::zero3_sharded(const Param& p) const {
-  return !s.logical && s.zero == 3 && dp_replicated(p);
+  return !s.logical && s.zero == 3 && (dp_replicated(p) || edp_replicated(p));
 }
 
 // ZeRO-3: a rank holds only its dim-0 shard of piece p; the whole piece is
-// all-gathered over dp x cp before the forward (and kept for the backward).
+// all-gathered over dp x cp (an expert block over edp) before the forward
+// (and kept for the backward).
 void Builder::gather_param(const Param& p) {
   for (const Coord& x : devices(p.stage)) {
     declare(x, at_rank(x, p.local + ".shard"), p.loaded, zero_slice(p, x));
     add_input(at_rank(x, p.local + ".shard"));
   }
   for (const Coord& x : devices(p.stage)) {
-    if (x.d != 0 || x.c != 0) continue;
+    const std::vector<Coord> members = zero_members(p, x);
+    if (int(members[0].d) != int(x.d) || x.c != 0) continue;  // not the group's leader
     std::vector<std::string> shards, whole;
-    Group group = dp_cp_group(x);
-    for (const Coord& xd : dp_cp_members(x)) {
+    Group group;
+    for (const Coord& xd : members) {
       shards.push_back(at_rank(xd, p.local + ".shard"));
       whole.push_back(claim(xd, at_rank(xd, p.local), p.loaded, p.full, p.spec));
+      group.ranks.push_back(rank(xd));
     }
     if (s.bug("zero3-param-gather-order") && p.local == layer(s.bug_layer()) + ".wq" && x.t == 0)
       reverse_members(shards, whole, group);

@@ -63,9 +63,9 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
                   (prm.spec[0] == Ax::Kv || prm.spec[1] == Ax::Kv);
   const int n_dp = s.dp * s.cp;
   const bool sync_sp = !s.logical && s.sp && norm;
-  const bool zero = s.zero > 0 && n_dp > 1 && dp_replicated(prm);
-  // Over dp x cp, or an expert block over its edp group (never ZeRO-sharded).
+  // Over dp x cp, or an expert block over its edp group (ZeRO shards it there).
   const bool sync_dp = (n_dp > 1 && dp_replicated(prm)) || edp_replicated(prm);
+  const bool zero = s.zero > 0 && sync_dp;
   const bool sync_tie = pieces.size() == 2;
 
   // Current gradient tensor per (piece index, rank).
@@ -177,7 +177,7 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
           in.push_back(cur[{int(idx), rank(xd)}]);
           group.push_back(rank(xd));
           Shape shape = g.shape(in.back());
-          if (zero && s.zero >= 2) shape[0] /= n_dp;
+          if (zero && s.zero >= 2) shape[0] /= zero_ways(p);
           const bool last = !sync_tie && !(zero && s.zero == 1);
           out.push_back(output(p, int(idx), xd, zero ? "dp_shard" : "dp", last, shape));
         }
@@ -189,7 +189,7 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
       for (Coord x : coords(p)) {
         std::string& g_full = cur[{int(idx), rank(x)}];
         Shape shape = g.shape(g_full);
-        const int64_t j = zero_partition(p, x), len = shape[0] / n_dp;
+        const int64_t j = zero_partition(p, x), len = shape[0] / zero_ways(p);
         shape[0] = len;
         std::string shard = output(p, int(idx), x, "shard", !sync_tie, shape);
         g.op(at_rank(x, grad(p.local) + ".shard"), "slice", {g_full}, {shard},
@@ -238,15 +238,38 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
 }
 
 SymSlice Builder::zero_slice(const Param& p, const Coord& x) const {
-  const int n_dp = s.dp * s.cp;
+  const int n = zero_ways(p);
   SymSlice slice = slice_of(x, p.full, p.spec);
   const int64_t len = (slice[0].second - slice[0].first).value();
-  if (len % n_dp != 0)
-    throw std::invalid_argument("zero: dp * cp (" + str(n_dp) + ") must divide dim 0 (" + str(len) +
-                                ") of " + p.local + "'s shard");
-  const Aff j = Aff(x.d) * s.cp + x.c;
-  slice[0] = {slice[0].first + j * (len / n_dp), slice[0].first + j * (len / n_dp) + len / n_dp};
+  if (len % n != 0)
+    throw std::invalid_argument(std::string("zero: ") + (edp_replicated(p) ? "edp" : "dp * cp") +
+                                " (" + str(n) + ") must divide dim 0 (" + str(len) + ") of " +
+                                p.local + "'s shard");
+  const Aff j = zero_index(p, x);
+  slice[0] = {slice[0].first + j * (len / n), slice[0].first + j * (len / n) + len / n};
   return slice;
+}
+
+int Builder::zero_ways(const Param& p) const {
+  return edp_replicated(p) ? s.edp() : s.dp * s.cp;
+}
+
+Aff Builder::zero_index(const Param& p, const Coord& x) const {
+  // An edp group is every ep-th dp rank (cp is 1 under MoE).
+  if (edp_replicated(p)) return int(x.d) / s.ep;
+  return Aff(x.d) * s.cp + x.c;
+}
+
+std::vector<Coord> Builder::zero_members(const Param& p, const Coord& x) const {
+  Coord x0 = x;
+  x0.c = 0;
+  if (!edp_replicated(p)) {
+    x0.d = 0;
+    return dp_cp_members(x0);
+  }
+  std::vector<Coord> members;
+  for (x0.d = int(x.d) % s.ep; x0.d < s.dp; x0.d = Ix(int(x0.d) + s.ep)) members.push_back(x0);
+  return members;
 }
 
 std::optional<std::vector<SymClaim::Over>> Builder::partial_box(const Coord& x,
@@ -332,7 +355,6 @@ void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::str
 // The optimizer on one rank's piece (or, under ZeRO, on its shard, then the
 // shards are all-gathered so every rank holds the whole piece again).
 void Builder::step(const Param& p, const Coord& x, const std::string& g_piece, bool zero) {
-  const int n_dp = s.dp * s.cp;
   SymSlice slice = slice_of(x, p.full, p.spec);
   const std::string w = weight(x, p.local);
   std::string param = w;
@@ -340,8 +362,8 @@ void Builder::step(const Param& p, const Coord& x, const std::string& g_piece, b
     slice = zero_slice(p, x);
     param = at_rank(x, p.local + ".shard");  // the rank's input shard
   } else if (zero) {
-    const int64_t len = (slice[0].second - slice[0].first).value() / n_dp;
-    const Aff j = Aff(x.d) * s.cp + x.c;
+    const int64_t len = (slice[0].second - slice[0].first).value() / zero_ways(p);
+    const Aff j = zero_index(p, x);
     slice = zero_slice(p, x);
     param = at_rank(x, p.local + ".shard");
     declare(x, param, p.logical, slice);
@@ -392,19 +414,20 @@ void Builder::finish_step(const Param& p, const Coord& x, const std::string& nex
                dp_cp_group(x), {{"dim", 0}});
     return;
   }
-  zero_shards_[{p.local, x.p, x.t}].push_back(next);
-  if (int(zero_shards_[{p.local, x.p, x.t}].size()) < s.dp * s.cp) return;
+  const std::vector<Coord> members = zero_members(p, x);
+  const Coord x0 = members[0];
+  std::vector<std::string>& mine = zero_shards_[{p.local, x.p, x.t, int(x0.d)}];
+  mine.push_back(next);
+  if (mine.size() < members.size()) return;
   // The last shard of the group: gather them all.
-  Coord x0 = x;
-  x0.d = x0.c = 0;
   std::vector<std::string> out;
-  for (Coord xd = x0; xd.d < s.dp; ++xd.d)
-    for (xd.c = 0; xd.c < s.cp; ++xd.c) {
-      out.push_back(claim(xd, at_rank(xd, p.local + ".next"), p.logical + ".next", p.full, p.spec));
-      add_output(out.back());
-    }
-  std::vector<std::string> shards = zero_shards_[{p.local, x.p, x.t}];
-  Group group = dp_cp_group(x0);
+  Group group;
+  for (const Coord& xd : members) {
+    out.push_back(claim(xd, at_rank(xd, p.local + ".next"), p.logical + ".next", p.full, p.spec));
+    add_output(out.back());
+    group.ranks.push_back(rank(xd));
+  }
+  std::vector<std::string> shards = mine;
   if (s.bug("zero-allgather-order") && p.local == layer(s.bug_layer()) + ".wq" && x.t == 0) {
     reverse_members(shards, out, group);
   }

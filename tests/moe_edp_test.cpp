@@ -46,8 +46,9 @@ std::vector<Case> correct_cases() {
       {"dp4_ep2_mb2", dp4_ep2([](PlanConfig& c) { c.microbatches = 2; })},
       {"dp4_ep2_tp2", dp4_ep2([](PlanConfig& c) { c.tp = 2; })},
       {"dp4_ep2_two_sequences", dp4_ep2([](PlanConfig& c) { c.batch = 8; })},
-      // Expert blocks are never ZeRO-sharded: all-reduced over edp.
+      // Expert blocks ZeRO-sharded over their edp group (two shards each).
       {"dp4_ep2_zero1", dp4_ep2([](PlanConfig& c) { c.zero = 1; })},
+      {"dp4_ep2_zero2_mb2", dp4_ep2([](PlanConfig& c) { c.zero = 2, c.microbatches = 2; })},
       {"dp4_ep2_zero3", dp4_ep2([](PlanConfig& c) { c.zero = 3; })},
       // The experts' squares summed within the ep group.
       {"dp4_ep2_clip_tp2", dp4_ep2([](PlanConfig& c) { c.clip = true, c.tp = 2; })},
@@ -84,6 +85,29 @@ TEST(MoeEdpPlan, GroupsAreTheExpertMesh) {
   EXPECT_EQ(group_of("dp0.tp0.pp0.grad.l1.moe.wsg.dp_all_reduce"), json({0, 1, 2, 3}));
 }
 
+// ZeRO shards an expert block over its edp group (Megatron's distributed
+// optimizer), a dense weight over dp: the reduce-scatter, the gather of the
+// updated shards, and under ZeRO-3 the parameter gather run on those groups,
+// and dp rank 3 holds shard 1 of its block (its place in {1, 3}).
+TEST(MoeEdpPlan, ZeroShardsExpertBlocksOverEdp) {
+  auto op_of = [](const json& plan, const std::string& name) {
+    for (const json& op : plan["parallel"]["ops"])
+      if (op["name"] == name) return op;
+    ADD_FAILURE() << "no op " << name;
+    return json();
+  };
+  const json z2 = planner::generate_plan(kTiny, dp4_ep2([](PlanConfig& c) { c.zero = 2; }));
+  EXPECT_EQ(op_of(z2, "dp1.tp0.pp0.grad.l1.moe.wg.dp_reduce_scatter")["group"], json({1, 3}));
+  EXPECT_EQ(op_of(z2, "dp1.tp0.pp0.l1.moe.wg.zero_all_gather")["group"], json({1, 3}));
+  EXPECT_EQ(op_of(z2, "dp0.tp0.pp0.grad.l1.moe.wsg.dp_reduce_scatter")["group"],
+            json({0, 1, 2, 3}));
+  const json& shard = z2["parallel"]["tensors"]["dp3.tp0.pp0.l1.moe.wg.shard"];
+  EXPECT_EQ(shard["shape"][0], 1);                   // 2 local experts over 2 edp ranks
+  EXPECT_EQ(shard["of"]["slice"][0], json({3, 4}));  // ep rank 1's block, shard 1
+  const json z3 = planner::generate_plan(kTiny, dp4_ep2([](PlanConfig& c) { c.zero = 3; }));
+  EXPECT_EQ(op_of(z3, "dp1.tp0.pp0.l1.moe.wg.zero3_all_gather")["group"], json({1, 3}));
+}
+
 // Bugs that apply with ep < dp, on dp4 ep2 (two sequences per rank where
 // the bug splits them, tp2 or --clip where it needs them).
 struct BugCase {
@@ -107,6 +131,7 @@ std::vector<BugCase> bug_cases() {
       bug("all-to-all-dims-swapped", dp4_ep2([](PlanConfig& c) { c.batch = 8; })),
       bug("clip-norm-missing-ep", dp4_ep2([](PlanConfig& c) { c.clip = true; })),
       bug("expert-out-not-reduced-tp", dp4_ep2([](PlanConfig& c) { c.tp = 2; })),
+      bug("zero-expert-shard-dp-rank", dp4_ep2([](PlanConfig& c) { c.zero = 1; })),
   };
 }
 
@@ -152,6 +177,9 @@ TEST(MoeEdpPlan, RefusesBugsOutsideTheirMesh) {
   expect_refused(dp4_ep2(), "expert-grad-double-reduced", "needs ep = dp >= 2, zero 0");
   expect_refused(dp4_ep2([](PlanConfig& c) { c.zero = 1; }), "expert-grad-on-dp-group",
                  "needs 1 < ep < dp, zero 0");
+  expect_refused(dp4_ep2(), "zero-expert-shard-dp-rank", "needs zero 1 and 1 < ep < dp");
+  ep_eq_dp.zero = 1;
+  expect_refused(ep_eq_dp, "zero-expert-shard-dp-rank", "needs zero 1 and 1 < ep < dp");
 }
 
 // DeepSeek-V3's published shapes (256 experts of 128 slots, hidden 7168) at

@@ -287,6 +287,10 @@ PlanConfig config_for(const std::string& bug) {
       with(cfg(2, 1, 1, 2, 1, 1), [](PlanConfig& c) { c.sp = true; }),
       with(cfg(2, 2, 1, 2, 1, 1), [](PlanConfig& c) { c.sp = true; }),
       with(cfg(2, 1, 1, 1, 1, 1), [](PlanConfig& c) { c.cp = 2; }),
+      with(cfg(2, 4, 2, 1, 1, 1), [](PlanConfig& c) { c.zero = 1; }),
+      // The interleaved pipeline: chunks {0}, {1} on rank 0 and 1, then {2}, {3}.
+      with(cfg(4, 1, 1, 1, 2, 2), [](PlanConfig& c) { c.vpp = 2; }),
+      with(cfg(4, 1, 1, 1, 2, 2), [](PlanConfig& c) { c.vpp = 2, c.schedule = true; }),
   };
   for (PlanConfig c : candidates) {
     c.bug = bug;

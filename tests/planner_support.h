@@ -81,6 +81,7 @@ inline std::optional<planner::PlanConfig> llama_config_for_bug(const std::string
       with(transformer_config(2, 2, 1, 1, 1), [](auto& c) { c.zero = 3; }),
       // The interleaved pipeline: two chunks of one layer per rank.
       with(transformer_config(4, 1, 1, 2, 2), [](auto& c) { c.vpp = 2; }),
+      with(transformer_config(4, 1, 1, 2, 2), [](auto& c) { c.vpp = 2, c.schedule = true; }),
   };
   for (planner::PlanConfig c : candidates) {
     c.bug = bug;

@@ -130,5 +130,27 @@ TEST(PlannerSchedule, InterleavedIsDeadlockFree) {
       }
 }
 
+// Each batch of the interleaved schedule posted as blocking sends, then
+// blocking receives: every rank waits to send to its ring neighbour, so the
+// cycle is the whole ring of pp ranks, over every pp, vpp and micro-batch
+// count tried. Without --vpp there is no ring and the bug is refused.
+TEST(PlannerSchedule, InterleavedUnbatchedDeadlocksAroundTheRing) {
+  for (int pp : {2, 3, 4})
+    for (int vpp : {2, 3})
+      for (int groups : {1, 2, 3}) {
+        const int mb = pp * groups;
+        planner::PlanConfig c = testing::transformer_config(pp * vpp, 1, 1, pp, mb);
+        c.vpp = vpp;
+        c.batch = mb;
+        c.bug = "schedule-vpp-unbatched";
+        auto v = check_schedule(planner_schedule(c));
+        EXPECT_EQ(v.kind, Kind::Deadlock) << "pp" << pp << " vpp" << vpp << " mb" << mb;
+        EXPECT_EQ(v.cycle.size(), size_t(pp)) << v.message;
+      }
+  planner::PlanConfig c = testing::transformer_config(4, 1, 1, 2, 2);
+  c.bug = "schedule-vpp-unbatched";
+  EXPECT_THROW(planner_schedule(c), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace shardproof
