@@ -371,8 +371,13 @@ class Builder {
   bool moe_fires(const char* bug, int i, const Coord& x) const;
   // False for a parameter piece that has no dp replicas (an expert block under ep).
   bool dp_replicated(const Param& p) const;
-  // An expert block under 1 < ep < dp: replicated over its edp group only.
+  // An expert block under 1 < ep < dp (or ep > 1 under cp): replicated over
+  // its edp (x cp) group only.
   bool edp_replicated(const Param& p) const;
+  // An expert block ZeRO shards over its edp group (Megatron's distributed
+  // optimizer); under cp such blocks stay whole (moe_layout.cpp refuses ZeRO
+  // where they would need sharding over edp x cp).
+  bool zero_over_edp(const Param& p) const { return edp_replicated(p) && s.cp == 1; }
   // The members of the gradient sync of p that x leads (its dp x cp group,
   // its edp group, or what a bug makes of it), empty when x leads none.
   std::vector<Coord> sync_members(const Param& p, const Coord& x) const;

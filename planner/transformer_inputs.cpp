@@ -71,7 +71,7 @@ void Builder::declare_params() {
 }
 
 bool Builder::zero3_sharded(const Param& p) const {
-  return !s.logical && s.zero == 3 && (dp_replicated(p) || edp_replicated(p));
+  return !s.logical && s.zero == 3 && (dp_replicated(p) || zero_over_edp(p));
 }
 
 // ZeRO-3: a rank holds only its dim-0 shard of piece p; the whole piece is

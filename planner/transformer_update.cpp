@@ -65,7 +65,7 @@ void Builder::update_piece(const std::vector<const Param*>& pieces) {
   const bool sync_sp = !s.logical && s.sp && norm;
   // Over dp x cp, or an expert block over its edp group (ZeRO shards it there).
   const bool sync_dp = (n_dp > 1 && dp_replicated(prm)) || edp_replicated(prm);
-  const bool zero = s.zero > 0 && sync_dp;
+  const bool zero = s.zero > 0 && ((n_dp > 1 && dp_replicated(prm)) || zero_over_edp(prm));
   const bool sync_tie = pieces.size() == 2;
 
   // Current gradient tensor per (piece index, rank).
@@ -242,7 +242,7 @@ SymSlice Builder::zero_slice(const Param& p, const Coord& x) const {
   SymSlice slice = slice_of(x, p.full, p.spec);
   const int64_t len = (slice[0].second - slice[0].first).value();
   if (len % n != 0)
-    throw std::invalid_argument(std::string("zero: ") + (edp_replicated(p) ? "edp" : "dp * cp") +
+    throw std::invalid_argument(std::string("zero: ") + (zero_over_edp(p) ? "edp" : "dp * cp") +
                                 " (" + str(n) + ") must divide dim 0 (" + str(len) + ") of " +
                                 p.local + "'s shard");
   const Aff j = zero_index(p, x);
@@ -251,19 +251,19 @@ SymSlice Builder::zero_slice(const Param& p, const Coord& x) const {
 }
 
 int Builder::zero_ways(const Param& p) const {
-  return edp_replicated(p) ? s.edp() : s.dp * s.cp;
+  return zero_over_edp(p) ? s.edp() : s.dp * s.cp;
 }
 
 Aff Builder::zero_index(const Param& p, const Coord& x) const {
-  // An edp group is every ep-th dp rank (cp is 1 under MoE).
-  if (edp_replicated(p)) return int(x.d) / s.ep;
+  // An edp group is every ep-th dp rank (zero_over_edp: cp is 1).
+  if (zero_over_edp(p)) return int(x.d) / s.ep;
   return Aff(x.d) * s.cp + x.c;
 }
 
 std::vector<Coord> Builder::zero_members(const Param& p, const Coord& x) const {
   Coord x0 = x;
   x0.c = 0;
-  if (!edp_replicated(p)) {
+  if (!zero_over_edp(p)) {
     x0.d = 0;
     return dp_cp_members(x0);
   }
