@@ -32,7 +32,7 @@ bases_for() {
       "--layers 2 --pp 2 --clip" "--layers 2 --dp 2 --ep 2 --microbatches 2" \
       "--layers 2 --dp 2 --ep 2 --pp 2 --tie-embeddings --zero 1" \
       "--layers 2 --pp 2 --microbatches 2 --schedule" "--layers 2 --dp 2 --ep 2 --zero 3" \
-      "--layers 2 --tp 2 --sp" "--layers 2 --dp 2 --cp 2" \
+      "--layers 2 --tp 2 --sp" "--layers 2 --dp 2 --cp 2" "--layers 2 --dp 2 --tp 2 --sp" \
       "--layers 2 --dp 4 --ep 2" "--layers 2 --dp 4 --ep 2 --zero 1" \
       "--layers 4 --pp 2 --vpp 2 --microbatches 2" \
       "--layers 4 --pp 2 --vpp 2 --microbatches 2 --schedule" ;;
