@@ -131,14 +131,7 @@ class MoeSeqBug : public ::testing::TestWithParam<BugCase> {};
 
 TEST_P(MoeSeqBug, IsFoundWhereItFirstShows) {
   const BugCase& c = GetParam();
-  const json plan = planner::generate_plan(kTiny, c.config);
-  const std::string expected = plan["meta"].value("bug_first_tensor", "");
-  ASSERT_FALSE(expected.empty());
-  Report r = testing::verify_json(plan, "moe-seq-" + c.bug);
-  EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << c.bug << "\n" << testing::explain(r);
-  ASSERT_FALSE(r.findings.empty()) << c.bug;
-  EXPECT_EQ(r.findings[0].kind, "mismatch") << c.bug << "\n" << testing::explain(r);
-  EXPECT_EQ(r.findings[0].tensor, expected) << c.bug << "\n" << testing::explain(r);
+  testing::expect_bug_found_first(planner::generate_plan(kTiny, c.config), "moe-seq-" + c.bug);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, MoeSeqBug, ::testing::ValuesIn(bug_cases()), [](const auto& info) {

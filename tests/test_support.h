@@ -33,4 +33,16 @@ inline std::string explain(const Report& r) {
   return report_to_text(r);
 }
 
+// A generated plan's bug is found first where the planner says it shows:
+// not equivalent, and the first finding a mismatch at meta.bug_first_tensor.
+inline void expect_bug_found_first(const nlohmann::json& plan, const std::string& stem) {
+  const std::string expected = plan["meta"].value("bug_first_tensor", "");
+  ASSERT_FALSE(expected.empty()) << stem;
+  const Report r = verify_json(plan, stem);
+  EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << stem << "\n" << explain(r);
+  ASSERT_FALSE(r.findings.empty()) << stem;
+  EXPECT_EQ(r.findings[0].kind, "mismatch") << stem << "\n" << explain(r);
+  EXPECT_EQ(r.findings[0].tensor, expected) << stem << "\n" << explain(r);
+}
+
 }  // namespace shardproof::testing
