@@ -58,7 +58,11 @@ int probe_in_child(const std::string& path) {
   MDB_env* env = nullptr;
   int rc = mdb_env_create(&env);
   if (rc == 0) rc = mdb_env_set_maxdbs(env, 4);
-  if (rc == 0) rc = mdb_env_open(env, path.c_str(), MDB_NOSUBDIR | MDB_NOLOCK | MDB_NOTLS, 0600);
+  // With the lock file, like any reader: another process may be writing the
+  // store right now (the daemon and an in-process CLI share it). A reader
+  // LMDB does not know of (MDB_NOLOCK) can see pages that writer is reusing,
+  // and a healthy store was then moved aside as broken.
+  if (rc == 0) rc = mdb_env_open(env, path.c_str(), MDB_NOSUBDIR | MDB_NOTLS, 0600);
   MDB_txn* txn = nullptr;
   if (rc == 0) rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn);
   if (rc != 0) txn = nullptr;

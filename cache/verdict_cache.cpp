@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -102,6 +103,8 @@ std::vector<std::pair<const char*, uint64_t>> counter_values(uint64_t hits, uint
 
 // How long the probe of a store may take before the store is given up.
 constexpr int kProbeTimeoutMs = 30'000;
+// How many times a store that looks damaged is checked before it is moved aside.
+constexpr int kStoreLooks = 3;
 
 struct OpenAttempt {
   LmdbEnv::Opened result = LmdbEnv::Opened::Failed;
@@ -139,9 +142,18 @@ int adopt_key(LmdbEnv& env, OpenAttempt& a, const std::string& key_id) {
 OpenAttempt try_open(const CacheOptions& options, const std::string& path,
                      const std::string& key_id) {
   OpenAttempt a;
-  if (!store_file_fits(path, &a.why) || !probe_store(path, kProbeTimeoutMs, &a.why)) {
-    a.result = LmdbEnv::Opened::Broken;
-    return a;
+  // Another process committing to the store right now (the daemon and an
+  // in-process CLI share it) can make it look truncated for an instant; damage
+  // stays. So a store is broken only if it fails three looks 100 ms apart (a
+  // probe that ran out of time is not tried again).
+  for (int look = 1;; ++look) {
+    a.why.clear();
+    if (store_file_fits(path, &a.why) && probe_store(path, kProbeTimeoutMs, &a.why)) break;
+    if (look == kStoreLooks || a.why.rfind("reading it did not finish", 0) == 0) {
+      a.result = LmdbEnv::Opened::Broken;
+      return a;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   // LMDB needs room beyond the entries' own bytes (B-tree pages, pages that
   // readers still see): twice the cap and some.
