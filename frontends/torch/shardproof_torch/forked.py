@@ -40,7 +40,8 @@ def attempt(fn):
         return _Failed(e)
 
 
-_run = attempt
+def _attempt_all(tasks):
+    return {k: attempt(fn) for k, fn in tasks}
 
 
 @contextlib.contextmanager
@@ -63,7 +64,7 @@ def run_tasks(tasks, parallel):
     """tasks: [(key, fn)], fn() -> a picklable result. Returns {key: result}, where a task
     that raised has a _Failed; the first len(tasks)//2 tasks run in a child when parallel."""
     if not parallel or len(tasks) < 2 or not hasattr(os, "fork"):
-        return {k: _run(fn) for k, fn in tasks}
+        return _attempt_all(tasks)
     child_tasks, own_tasks = tasks[:len(tasks) // 2], tasks[len(tasks) // 2:]
     fd, path = tempfile.mkstemp(prefix="shardproof-capture-", suffix=".pickle")
     os.close(fd)
@@ -73,7 +74,7 @@ def run_tasks(tasks, parallel):
     if pid == 0:  # the child: never returns into the caller's code
         status = 1
         try:
-            results = {k: _run(fn) for k, fn in child_tasks}
+            results = _attempt_all(child_tasks)
             with open(path, "wb") as f:
                 pickle.dump(results, f, protocol=pickle.HIGHEST_PROTOCOL)
             status = 0
@@ -82,7 +83,7 @@ def run_tasks(tasks, parallel):
         finally:
             os._exit(status)
     try:
-        results = {k: _run(fn) for k, fn in own_tasks}
+        results = _attempt_all(own_tasks)
         _, status = os.waitpid(pid, 0)
         child = None
         if status == 0:
@@ -92,7 +93,7 @@ def run_tasks(tasks, parallel):
             except Exception:  # noqa: BLE001
                 child = None
         if child is None:  # the child failed as a process: its tasks run here
-            child = {k: _run(fn) for k, fn in child_tasks}
+            child = _attempt_all(child_tasks)
         results.update(child)
         return results
     finally:
