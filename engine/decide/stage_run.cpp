@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "engine/core/parallel_for.h"
@@ -15,8 +16,10 @@
 #include "engine/prove/full_size_check.h"
 #include "engine/prove/stage_prover.h"
 #include "engine/stage/canonical.h"
+#include "engine/stage/proof_identity.h"
 #include "engine/stage/shape_reduction.h"
 #include "engine/stage/stage.h"
+#include "engine/stage/stage_identity.h"
 
 namespace shardproof {
 namespace {
@@ -25,7 +28,10 @@ using Clock = std::chrono::steady_clock;
 
 // Where a stage's outcome came from in this run. Earlier: from the store,
 // which had it from earlier in this same verification (decided_in_this_run).
-enum class Source { Solved, Stored, Earlier, Duplicate, Reused };
+// SharedProof: the store held a proof of the same reduced query, made for
+// another stage (under its proof key, proof_identity.h), backed at this
+// full size.
+enum class Source { Solved, Stored, Earlier, Duplicate, Reused, SharedProof };
 
 const char* source_name(Source s) {
   switch (s) {
@@ -33,6 +39,7 @@ const char* source_name(Source s) {
     case Source::Earlier:
       return "solved";
     case Source::Stored:
+    case Source::SharedProof:
       return "cache";
     case Source::Duplicate:
       return "duplicate";
@@ -60,6 +67,7 @@ const char* status_name(StageStatus s) {
 Decided decided_as(Source source, const StageOutcome& o) {
   switch (source) {
     case Source::Stored:
+    case Source::SharedProof:
       return Decided::Cached;
     case Source::Reused:
       return Decided::Unchanged;
@@ -153,6 +161,7 @@ class StageRun {
         shared_(units.size()),
         reduction_done_(units.size(), 0),
         reused_(units.size(), 0),
+        proved_reduced_(units.size(), 0),
         leader_(units.size(), kNoLeader) {
     for (size_t i = 0; i < reuse.size(); ++i) {
       if (!reuse[i]) continue;
@@ -340,11 +349,78 @@ class StageRun {
       double& seconds;
       ~Finish() { store->finish(id, encoded, seconds); }
     } finish{store, ids_[i], encoded, seconds};
-    StageOutcome o = solve(i);
+    // The same for the proof key, when it was asked for and missed: a proof
+    // only when the solver proved this reduced query (not the full stage
+    // after a reduced-only counterexample, not a leader's proof taken, not
+    // one the backstop doubted).
+    ProofLookup proof;
+    struct FinishProof {
+      StageVerdictStore* store;
+      ProofLookup& proof;
+      double& seconds;
+      ~FinishProof() {
+        if (proof.owed) store->finish(proof.id, proof.proven, seconds);
+      }
+    } finish_proof{store, proof, seconds};
+    Source source = Source::Solved;
+    StageOutcome o;
+    if (std::optional<StageOutcome> proven = shared_proof(i, *store, proof)) {
+      o = std::move(*proven);
+      // A proof this run made counts as a leader's does (symmetric, by
+      // decided_by); one an earlier verification made, as cached.
+      source = kept_here(proof.id.key) ? Source::Solved : Source::SharedProof;
+    } else {
+      o = solve(i);
+      if (proof.owed && proved_reduced_[i] && o.status == StageStatus::Proven) {
+        proof.proven = encode_outcome(stage(i), proven_outcome());
+        std::lock_guard<std::mutex> lock(proofs_mutex_);
+        proofs_kept_.insert(proof.id.key);
+      }
+    }
     encoded = encode_outcome(stage(i), o);
     seconds = o.seconds;
     shared_[i] = encoded;
-    record(i, std::move(o), Source::Solved);
+    record(i, std::move(o), source);
+  }
+
+  // A stage's proof key as looked up: after a miss the store is owed one
+  // finish() for it, with the proof or nothing.
+  struct ProofLookup {
+    StageIdentity id;
+    bool owed = false;
+    std::optional<std::string> proven;
+  };
+
+  bool kept_here(const std::string& proof_key) {
+    std::lock_guard<std::mutex> lock(proofs_mutex_);
+    return proofs_kept_.count(proof_key) > 0;
+  }
+
+  static StageOutcome proven_outcome() {
+    StageOutcome o;
+    o.status = StageStatus::Proven;
+    return o;
+  }
+
+  // A stage whose verdict the store does not hold, proven through the proof
+  // of the same reduced query that another stage's solve left under its
+  // proof key (another mesh: full sizes that no op reads differ). Only a
+  // proof is ever kept there and only a proof is taken. The proof is the
+  // reduced query's; the full-size backstop is this stage's own, so it runs
+  // again here. Not for a follower of a proven leader: it takes the leader's.
+  std::optional<StageOutcome> shared_proof(size_t i, StageVerdictStore& store, ProofLookup& proof) {
+    if (leader_[i] != kNoLeader && outcomes_[leader_[i]].status == StageStatus::Proven)
+      return std::nullopt;
+    ensure_reduced(i);
+    proof.id = proof_identity(stage(i));
+    std::optional<std::string> stored = store.lookup(proof.id);
+    if (!stored) {
+      proof.owed = true;
+      return std::nullopt;
+    }
+    std::optional<StageOutcome> o = decode_outcome(stage(i), *stored);
+    if (!o || o->status != StageStatus::Proven || !o->findings.empty()) return std::nullopt;
+    return checked_at_full_size(i, proven_outcome());
   }
 
   // Stages keyed from the memo are still as cut; solving and rendering
@@ -363,7 +439,11 @@ class StageRun {
       explicit Solving(std::atomic<int64_t>& c) : count(c) { ++count; }
       ~Solving() { --count; }
     } solving(solving_);
-    auto prove = [&] { return checked_at_full_size(i, prove_stage(stage(i), prover_)); };
+    auto prove = [&] {
+      StageOutcome reduced = prove_stage(stage(i), prover_);
+      proved_reduced_[i] = reduced.status == StageStatus::Proven;
+      return checked_at_full_size(i, std::move(reduced));
+    };
     return options_.executor ? options_.executor(prove) : prove();
   }
 
@@ -441,6 +521,11 @@ class StageRun {
   // size and is not retried). One byte per stage: written by one thread each.
   std::vector<char> reduction_done_;
   std::vector<char> reused_;  // 1: decided by an earlier run
+  // 1: the solver proved the stage as reduced (what a proof key names).
+  // One byte per stage: written by one thread each.
+  std::vector<char> proved_reduced_;
+  std::mutex proofs_mutex_;
+  std::set<std::string> proofs_kept_;  // proof keys this run proved and stored
   static constexpr size_t kNoLeader = static_cast<size_t>(-1);
   std::vector<size_t> leader_;  // a follower's leader (same verdict key), or kNoLeader
   std::map<std::string, Decided> decided_;

@@ -8,6 +8,7 @@
 
 #include "engine/core/ir.h"
 #include "engine/core/tensor.h"
+#include "engine/ops/full_sizes.h"
 #include "engine/ops/op_registry.h"
 
 namespace shardproof {
@@ -26,15 +27,18 @@ void run_graph(Alg& alg, const Graph& g,
     call.group = op.group;
     std::vector<Tensor<typename Alg::Value>> ins;
     ins.reserve(op.in.size());
+    std::vector<Shape> full;
     for (int t : op.in) {
       ins.push_back(*env[static_cast<size_t>(t)]);
-      call.full_in_shapes.push_back(g.tensors[static_cast<size_t>(t)].shape);
+      full.push_back(g.tensors[static_cast<size_t>(t)].shape);
     }
+    const OpDef* def = registry.find(op.op);
+    call.full_in_shapes = declared_full_shapes(op.op, op.attrs, std::move(full));
     for (int t : op.out) {
       call.out_shapes.push_back(g.tensors[static_cast<size_t>(t)].shape);
       call.out_dtypes.push_back(g.tensors[static_cast<size_t>(t)].dtype);
     }
-    auto outs = registry.find(op.op)->eval(alg, call, ins);
+    auto outs = def->eval(alg, call, ins);
     for (size_t k = 0; k < op.out.size(); ++k)
       env[static_cast<size_t>(op.out[k])] = std::move(outs[k]);
   }

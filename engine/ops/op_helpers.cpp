@@ -1,5 +1,7 @@
 #include "engine/ops/op_helpers.h"
 
+#include "engine/ops/full_sizes.h"
+
 #include <algorithm>
 #include <set>
 #include <stdexcept>
@@ -209,8 +211,15 @@ int64_t full_count(const OpCall& call, size_t input, const std::vector<bool>& re
     throw std::logic_error(call.op + ": OpCall.full_in_shapes must give the full shape of input " +
                            std::to_string(input));
   int64_t count = 1;
-  for (size_t d = 0; d < reduced.size(); ++d)
-    if (reduced[d]) count *= call.full_in_shapes[input][d];
+  for (size_t d = 0; d < reduced.size(); ++d) {
+    if (!reduced[d]) continue;
+    // A size full_sizes.h does not list: a proof key would not cover it.
+    if (call.full_in_shapes[input][d] == kUnreadFullSize)
+      throw std::logic_error(call.op + ": reads the full size of dim " + std::to_string(d) +
+                             " of input " + std::to_string(input) +
+                             " that engine/ops/full_sizes.cpp does not list");
+    count *= call.full_in_shapes[input][d];
+  }
   return count;
 }
 

@@ -3,6 +3,7 @@
 #include "engine/core/digest.h"
 #include "engine/core/field_writer.h"
 #include "engine/core/z3_version.h"
+#include "engine/ops/full_sizes.h"
 #include "engine/ops/op_registry.h"
 
 namespace shardproof {
@@ -11,9 +12,33 @@ namespace {
 using Writer = FieldWriter;
 }  // namespace
 
-std::string canonical_bytes(const Stage& stage, bool with_full_size) {
+namespace {
+
+// What of the full sizes a form writes: all (the stage key), the full
+// shapes without the full positions (the verdict key), or only the full
+// sizes the ops' semantics read (the proof key).
+enum class Form { Stage, Verdict, Proof };
+
+// The full sizes `op` reads (full_sizes.h), as (input, dim, size).
+void write_full_sizes_read(Writer& w, const Stage& stage, const StageOp& op) {
+  std::vector<Shape> full;
+  for (int t : op.in) full.push_back(stage.tensors[static_cast<size_t>(t)].full_shape);
+  const std::vector<Shape> read = declared_full_shapes(op.op, op.attrs, std::move(full));
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < read.size(); ++i)
+    for (size_t d = 0; d < read[i].size(); ++d)
+      if (read[i][d] != kUnreadFullSize) {
+        sizes.push_back(static_cast<int64_t>(i));
+        sizes.push_back(static_cast<int64_t>(d));
+        sizes.push_back(read[i][d]);
+      }
+  w.numbers(sizes);
+}
+
+std::string form_bytes(const Stage& stage, Form form) {
+  const bool with_full_size = form == Form::Stage;
   Writer w;
-  w.text("shardproof-stage");
+  w.text(form == Form::Proof ? "shardproof-proof" : "shardproof-stage");
   w.number(stage.target);
   w.slice(stage.slice);
   w.number(stage.parts);
@@ -25,8 +50,9 @@ std::string canonical_bytes(const Stage& stage, bool with_full_size) {
     w.numbers(t.shape);
     // Full sizes are in the verdict too: a mean divides by its full-size
     // count (OpCall::full_in_shapes), so two stages reduced alike but cut
-    // from lines of different lengths can get different verdicts.
-    w.numbers(t.full_shape);
+    // from lines of different lengths can get different verdicts. The proof
+    // form writes, per op, only the sizes its semantics read (below).
+    if (form != Form::Proof) w.numbers(t.full_shape);
     w.text(dtype_name(t.dtype));
     w.number(t.free ? 1 : 0);
     w.number(t.logical_input ? 1 : 0);
@@ -67,6 +93,7 @@ std::string canonical_bytes(const Stage& stage, bool with_full_size) {
     // the i-th member, and the input order is encoded above.
     w.number(static_cast<int64_t>(op.group.size()));
     w.attrs(op.attrs);
+    if (form == Form::Proof) write_full_sizes_read(w, stage, op);
   }
   // Integer values mapped onto reduced lines (findings report them at full
   // size). Written only when present, so other stages keep their keys.
@@ -85,6 +112,24 @@ std::string canonical_bytes(const Stage& stage, bool with_full_size) {
     }
   }
   return w.take();
+}
+
+}  // namespace
+
+std::string canonical_bytes(const Stage& stage, bool with_full_size) {
+  return form_bytes(stage, with_full_size ? Form::Stage : Form::Verdict);
+}
+
+std::string proof_bytes(const Stage& stage) {
+  return form_bytes(stage, Form::Proof);
+}
+
+std::string proof_key(const Stage& stage) {
+  std::string bytes = proof_bytes(stage);
+  bytes += "|engine=" + std::to_string(kEngineVersion);
+  bytes += "|semantics=" + std::to_string(OpRegistry::kSemanticsVersion);
+  bytes += "|z3=" + z3_version();
+  return xxh3_128_hex(bytes);
 }
 
 std::string verdict_key(const Stage& stage) {

@@ -26,6 +26,19 @@ std::string canonical_bytes(const Stage& stage, bool with_full_size = true);
 // compares stages at different mesh coordinates by it).
 std::string verdict_key(const Stage& stage);
 
+// What was proved of a stage (docs/soundness.md, "One proof per reduced
+// query"): the canonical bytes of the stage as the solver sees it (reduced
+// sizes, attributes, claims, value maps at reduced positions) with, in
+// place of the full shapes, only the full sizes its ops' semantics read
+// (engine/ops/full_sizes.h: a mean's count). Two stages that reduce to the
+// same query share it whatever their other full sizes: the same layer at
+// another mesh.
+std::string proof_bytes(const Stage& stage);
+
+// XXH3-128 of proof_bytes and every version the proof depends on (engine,
+// operator semantics, Z3), as 32 hex digits.
+std::string proof_key(const Stage& stage);
+
 // XXH3-128 of the canonical bytes and every version the verdict depends on
 // (engine, operator semantics, Z3), as 32 hex digits.
 std::string stage_key(const Stage& stage);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/core/tensor.h"
+#include "engine/ops/full_sizes.h"
 #include "engine/ops/op_registry.h"
 #include "engine/stage/stage.h"
 
@@ -86,15 +87,19 @@ StageValues<Alg> evaluate_stage(
       call.attrs = op.attrs;
       call.group = op.group;
       std::vector<Tensor<V>> inputs;
+      std::vector<Shape> full;
       for (int t : op.in) {
         inputs.push_back(*values[t]);
-        call.full_in_shapes.push_back(stage.tensors[t].full_shape);
+        full.push_back(stage.tensors[t].full_shape);
       }
+      const OpDef* def = registry.find(op.op);
+      // Only the full sizes the op declares: the proof key covers those.
+      call.full_in_shapes = declared_full_shapes(op.op, op.attrs, std::move(full));
       for (int t : op.out) {
         call.out_shapes.push_back(stage.tensors[t].shape);
         call.out_dtypes.push_back(stage.tensors[t].dtype);
       }
-      std::vector<Tensor<V>> outputs = registry.find(op.op)->eval(alg, call, inputs);
+      std::vector<Tensor<V>> outputs = def->eval(alg, call, inputs);
       for (size_t k = 0; k < op.out.size(); ++k) values[op.out[k]] = std::move(outputs[k]);
     }
   };

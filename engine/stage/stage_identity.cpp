@@ -1,5 +1,7 @@
 #include "engine/stage/stage_identity.h"
 
+#include "engine/stage/proof_identity.h"
+
 #include "engine/core/digest.h"
 #include "engine/stage/canonical.h"
 
@@ -14,6 +16,10 @@ constexpr XXH64_hash_t kDigestSeed = 0x5368617264446967ull;  // "ShardDig"
 StageIdentity stage_identity(const Stage& stage) {
   std::string bytes = canonical_bytes(stage);
   return {stage_key(stage), xxh3_128_hex(bytes, kDigestSeed), verdict_key(stage)};
+}
+
+StageIdentity proof_identity(const Stage& stage) {
+  return {proof_key(stage), xxh3_128_hex(proof_bytes(stage), kDigestSeed), std::string()};
 }
 
 }  // namespace shardproof
