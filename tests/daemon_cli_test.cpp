@@ -173,6 +173,19 @@ TEST_F(DaemonTest, OneChangedLayerResolvesOnlyItsStages) {
   EXPECT_EQ(status()["stages_proved"].get<int64_t>() - proved, expected);
 }
 
+// A mesh change through the daemon and its LMDB cache: tp 4 after tp 2
+// takes the proofs of the stages that reduce alike (proof keys, cached),
+// and a bug at tp 4 after the correct tp 2 is still found.
+TEST_F(DaemonTest, AMeshChangeTakesProofsAndABugIsStillFound) {
+  ASSERT_EQ(verify(plan("tp2.json", "mlp --layers 2 --tp 2")).code, 0);
+  CliRun changed = verify(plan("tp4.json", "mlp --layers 2 --tp 4"));
+  ASSERT_EQ(changed.code, 0) << changed.out << changed.err;
+  EXPECT_GT(changed.report()["stats"]["cached"].get<int64_t>(), 0) << changed.out;
+  CliRun bug = verify(plan("bug.json", "mlp --layers 2 --tp 4 --dp 2 --bug drop-tp-allreduce"));
+  EXPECT_EQ(bug.code, 1) << bug.out << bug.err;
+  EXPECT_EQ(bug.report()["verdict"], "not-equivalent") << bug.out;
+}
+
 // The same plan path edited in place, as a developer tunes a plan: the
 // daemon re-reads only the edited ops and carries every stage they do not
 // reach over from its last verification (stats.reused), and answers as a
