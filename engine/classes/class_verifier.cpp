@@ -208,10 +208,10 @@ class ClassRun {
         explored_ += static_cast<int64_t>(p->anchors.size());
         explore_seconds_ += p->explore_seconds;
         if (p->stop) return *p->stop;
+        report_progress(i + 1, batches.size(), count);  // explored: before its stages
         Report sub = verify_batch(*p, round, distinct);
         if (sub.verdict == Verdict::Invalid || sub.verdict == Verdict::InternalError) return sub;
         merge(all, std::move(sub));
-        report_progress(i + 1, batches.size(), count);
       }
       std::vector<std::vector<Range>> split = disagreeing_boxes([&](const Coord& c) {
         const AnchorRecord& r = records_.at(pack(c));
@@ -326,8 +326,8 @@ class ClassRun {
     return p;
   }
 
-  // One line per pipeline stage done: corners explored, and how many of
-  // the batches took an earlier one's result.
+  // One line per pipeline stage explored: corners explored so far, and how
+  // many batches before it took an earlier one's result.
   void report_progress(size_t done, size_t batches, size_t corners) const {
     if (!options_.progress) return;
     VerifyProgress p;
