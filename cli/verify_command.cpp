@@ -48,7 +48,7 @@ class ProgressLine {
       last_ = now;
       if (std::string_view(p.status) == "exploring")  // the class verifier, before its stages
         std::cerr << "\r\033[K" << path << ": class corners " << p.done << "/" << p.total
-                  << std::flush;
+                  << (p.stage.empty() ? "" : ", ") << p.stage << std::flush;
       else
         std::cerr << "\r\033[K" << path << ": stages " << p.done << "/" << p.total << ", "
                   << p.cached << " cached, " << p.solving << " solving" << std::flush;
