@@ -30,28 +30,41 @@ namespace shardproof::cli {
 
 namespace {
 
-// Shows "path: stages done/total, N cached, M solving" on one rewritten
-// line of stderr. The engine may call it from solver threads, hence the mutex.
+// Progress on stderr. On a terminal: "path: stages done/total, N cached, M
+// solving" on one rewritten line, erased when the plan is done. In a log
+// (a pipe or a file, as in CI): nothing for a run shorter than kLogEvery,
+// then the same text as a plain line every kLogEvery, so a long run shows
+// it is alive without filling the log ($SHARDPROOF_PROGRESS_EVERY_MS sets
+// another period). The engine may call it from solver threads, hence the
+// mutex.
 class ProgressLine {
  public:
-  explicit ProgressLine(bool enabled) : enabled_(enabled) {}
+  enum class Mode { Off, Terminal, Log };
+  static constexpr std::chrono::milliseconds kLogEvery{5000};
+
+  explicit ProgressLine(Mode mode) : mode_(mode) {
+    if (const char* ms = std::getenv("SHARDPROOF_PROGRESS_EVERY_MS"))
+      log_every_ = std::chrono::milliseconds(std::strtoll(ms, nullptr, 10));
+  }
   ~ProgressLine() { clear(); }
 
   std::function<void(const VerifyProgress&)> callback(const std::string& path) {
-    if (!enabled_) return {};
+    if (mode_ == Mode::Off) return {};
+    last_ = std::chrono::steady_clock::now();  // a log's first line after kLogEvery
     return [this, path](const VerifyProgress& p) {
       std::lock_guard<std::mutex> lock(mutex_);
+      auto now = std::chrono::steady_clock::now();
+      if (mode_ == Mode::Log) {
+        if (now - last_ < log_every_) return;
+        last_ = now;
+        std::cerr << text(path, p) << "\n" << std::flush;
+        return;
+      }
       // Thousands of cached stages finish in a blink: redraw at most 10 times
       // a second (and always the last), so the terminal is not the bottleneck.
-      auto now = std::chrono::steady_clock::now();
       if (p.done < p.total && shown_ && now - last_ < std::chrono::milliseconds(100)) return;
       last_ = now;
-      if (std::string_view(p.status) == "exploring")  // the class verifier, before its stages
-        std::cerr << "\r\033[K" << path << ": class corners " << p.done << "/" << p.total
-                  << std::flush;
-      else
-        std::cerr << "\r\033[K" << path << ": stages " << p.done << "/" << p.total << ", "
-                  << p.cached << " cached, " << p.solving << " solving" << std::flush;
+      std::cerr << "\r\033[K" << text(path, p) << std::flush;
       shown_ = true;
     };
   }
@@ -63,7 +76,16 @@ class ProgressLine {
   }
 
  private:
-  bool enabled_;
+  static std::string text(const std::string& path, const VerifyProgress& p) {
+    if (std::string_view(p.status) == "exploring")  // the class verifier, before its stages
+      return path + ": " + (p.stage.empty() ? std::string("class corners") : p.stage) +
+             ", corners " + std::to_string(p.done) + "/" + std::to_string(p.total);
+    return path + ": stages " + std::to_string(p.done) + "/" + std::to_string(p.total) + ", " +
+           std::to_string(p.cached) + " cached, " + std::to_string(p.solving) + " solving";
+  }
+
+  Mode mode_;
+  std::chrono::milliseconds log_every_ = kLogEvery;
   bool shown_ = false;
   std::chrono::steady_clock::time_point last_;
   std::mutex mutex_;
@@ -258,8 +280,11 @@ int run_verify(const VerifyArgs& given) {
   options.infer_claims = parse_claim_inference(args.infer_claims).value_or(ClaimInference::Auto);
   if (args.classes) options.parse.compact = ParseOptions::Compact::Classes;
 
-  // Progress is for people: never written into a pipe or a CI log.
-  ProgressLine progress(!args.quiet && isatty(STDERR_FILENO));
+  // A live line on a terminal; in a pipe or a CI log, a line every few
+  // seconds of a long run only.
+  ProgressLine progress(args.quiet              ? ProgressLine::Mode::Off
+                        : isatty(STDERR_FILENO) ? ProgressLine::Mode::Terminal
+                                                : ProgressLine::Mode::Log);
 
   // Every format but json names lines or ranks: findings are looked up in
   // the plan's text (only when there are findings).

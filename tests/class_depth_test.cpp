@@ -16,7 +16,7 @@ namespace shardproof {
 namespace {
 
 // Verified per class; `counts` says how many batches were reused.
-Report by_classes(const nlohmann::json& plan, ClassRunCounts* counts = nullptr) {
+Report by_classes(const nlohmann::json& plan, ClassRunCounts* counts = nullptr, int jobs = 2) {
   ParseResult r =
       parse_plan_text(plan.dump(1), "plan.json", "", ParseOptions{ParseOptions::Compact::Classes});
   if (!r.plan) {
@@ -26,7 +26,7 @@ Report by_classes(const nlohmann::json& plan, ClassRunCounts* counts = nullptr) 
     return bad;
   }
   VerifyOptions options;
-  options.jobs = 2;
+  options.jobs = jobs;
   return verify_by_classes(*r.plan, options, counts);
 }
 
@@ -116,6 +116,45 @@ TEST(ClassVerifierDepth, AWrongMicroBatchAtDepthIsFound) {
 
 TEST(ClassVerifierDepth, AWrongRankClassAtDepthIsFound) {
   expect_found_at_depth("allreduce-mean-not-sum");
+}
+
+// One thread (batches prepared in turn) and two (the next batch prepared
+// while this one is verified, ordered_prefetch.h) give the same answer and
+// reuse the same batches, for a good plan and for one wrong layer.
+TEST(ClassVerifierDepth, PreparingAheadChangesNothing) {
+  ClassRunCounts one, two;
+  Report serial = by_classes(deep_mlp(), &one, 1);
+  Report ahead = by_classes(deep_mlp(), &two, 2);
+  ASSERT_EQ(serial.verdict, Verdict::Equivalent) << testing::explain(serial);
+  ASSERT_EQ(ahead.verdict, Verdict::Equivalent) << testing::explain(ahead);
+  EXPECT_EQ(one.batches, two.batches);
+  EXPECT_EQ(one.reused, two.reused);
+  EXPECT_EQ(serial.stats.stages, ahead.stats.stages);
+  EXPECT_EQ(serial.stats.unique_stages, ahead.stats.unique_stages);
+}
+
+// Layer 7's query projection (pipeline stage 3 of 6) reads layer 6's weight,
+// which the same device holds with the same shape: stage 3's program is
+// still stage 2's with other numbers in its names, but not one renaming of
+// them (l6.wq where l7.wq belongs). A shortcut that compared programs with
+// their numbers left out, instead of numbered consistently, would take
+// stage 2's result; the renamed content differs, and the bug is found.
+TEST(ClassVerifierDepth, ALayerReadingItsNeighboursWeightIsFound) {
+  nlohmann::json plan = planner::generate_plan("llama3-tiny", deep_llama(""));
+  bool changed = false;
+  for (nlohmann::json& program : plan["parallel"]["programs"])
+    for (nlohmann::json& op : program["ops"])
+      if (op["name"] == "dp{dp}.tp{tp}.pp3.mb{mb}.l7.q.matmul") {
+        ASSERT_EQ(op["in"][1], "dp{dp}.tp{tp}.pp3.l7.wq") << op.dump();
+        op["in"][1] = "dp{dp}.tp{tp}.pp3.l6.wq";
+        changed = true;
+      }
+  ASSERT_TRUE(changed);
+  ClassRunCounts counts;
+  Report r = by_classes(plan, &counts);
+  ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+  EXPECT_TRUE(mentions(r, "l7")) << testing::explain(r);
+  EXPECT_GE(counts.reused, 1);  // the stages around it are still reused
 }
 
 }  // namespace

@@ -196,6 +196,21 @@ TEST_F(CliTest, TextReportOfABug) {
   EXPECT_EQ(r.err.find("stages "), std::string::npos) << r.err;
 }
 
+TEST_F(CliTest, ALogGetsPlainProgressLinesOnlyFromALongRun) {
+  const std::string good = quote((kExamples / "tp2-ffn.json").string());
+  // A short run writes nothing into a log (TextReportOfABug); a run longer
+  // than the period writes plain lines, with no terminal control codes.
+  setenv("SHARDPROOF_PROGRESS_EVERY_MS", "0", 1);
+  CliResult r = run("verify --no-daemon " + good);
+  CliResult quiet = run("verify --no-daemon --quiet " + good);
+  unsetenv("SHARDPROOF_PROGRESS_EVERY_MS");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("tp2-ffn.json: stages "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\033'), std::string::npos) << r.err;
+  EXPECT_EQ(quiet.err.find("stages "), std::string::npos) << quiet.err;
+}
+
 // ---- several plans ----
 
 TEST_F(CliTest, SeveralPlansExitWithTheMostSevereVerdict) {
