@@ -163,11 +163,9 @@ std::string compact_unsupported(const Layout& s) {
   for (const char* order : {"reshard-gather-order", "sp-allgather-order", "zero-allgather-order",
                             "cp-kv-allgather-order", "all-to-all-wrong-order"})
     if (s.c.bug == order) return "--bug " + s.c.bug;
-  // ep groups inside dp: a rank's expert block is d % ep and its ep group
-  // d / ep, not affine in the dp axis (the expert mesh's own axes are not
-  // written yet).
-  if (s.moe() && s.ep > 1 && s.ep < s.dp)
-    return "ep (" + std::to_string(s.ep) + ") below dp (" + std::to_string(s.dp) + ")";
+  // The expert mesh (ep < dp) has the axes dp and ep, but the shard a bug
+  // keeps at d % edp is not affine in them.
+  if (s.c.bug == "zero-expert-shard-dp-rank") return "--bug " + s.c.bug;
   // MoE under cp: the expert gradients' sum over cp (edp x cp groups) is
   // written in the expanded form only; under sp, the bugs whose rank is
   // not affine in the tp axis (the next rank's piece).
