@@ -290,6 +290,17 @@ bool Builder::synced_over_edp(const Param& p) const {
   return edp_replicated(p) || shared_bug;
 }
 
+Group Builder::edp_group() const {
+  std::vector<std::string> axes;
+  if (s.compact_expert_mesh()) axes.push_back("dp");
+  if (s.cp > 1) axes.push_back("cp");
+  return Group::along(axes);
+}
+
+Ix Builder::edp_leader() const {
+  return s.compact_expert_mesh() ? Ix::axis("ep") : dp_coord();
+}
+
 std::vector<Coord> Builder::sync_members(const Param& p, const Coord& x) const {
   std::vector<Coord> members;
   if (!synced_over_edp(p)) return x.d == 0 && x.c == 0 ? dp_cp_members(x) : members;

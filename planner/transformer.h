@@ -393,6 +393,10 @@ class Builder {
   // Whether p's gradient is summed over the edp (x cp) group: an expert
   // block replicated there, or the shared expert under its bug.
   bool synced_over_edp(const Param& p) const;
+  // Compact form: that group (along dp on the expert mesh, and cp), and the
+  // dp rank of its first member (d % ep).
+  Group edp_group() const;
+  Ix edp_leader() const;
   // The members of the gradient sync of p that x leads (its dp x cp group,
   // its edp group, or what a bug makes of it), empty when x leads none.
   std::vector<Coord> sync_members(const Param& p, const Coord& x) const;

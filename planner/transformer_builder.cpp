@@ -290,7 +290,8 @@ void Builder::each_ep(Coord x, const std::function<void(const Coord&)>& local) {
 }
 
 Group Builder::ep_group(const Coord& x) const {
-  if (sym()) return s.compact_expert_mesh() ? Group::along({"ep"}) : dp_cp_group(x);
+  // Compact: the ep axis of the expert mesh, or (ep == dp) the dp axis.
+  if (sym()) return Group::along({s.compact_expert_mesh() ? "ep" : "dp"});
   std::vector<int> group;
   for (int d = int(x.d); d < int(x.d) + s.ep; ++d) group.push_back(s.rank(d, x.c, x.t, x.p));
   return group;

@@ -334,12 +334,12 @@ void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::str
              {{"dim", 0}, {"start", (k * len).attr()}, {"end", (k * len + len).attr()}});
       };
       // The compact form: one template over every (dp, cp) rank, its place
-      // in its group (in an edp group: its edp rank; cp is 1 there).
-      if (sym())
-        return alone(synced_over_edp(p)
-                         ? edp_rank(Coord{dp_coord()})
-                         : Aff(dp_coord()) * s.cp + (s.cp > 1 ? Aff(Ix::axis("cp")) : Aff(0)),
-                     in[0], out[0], Group::along({}));
+      // in its group (dp x cp, or edp x cp).
+      if (sym()) {
+        const Aff d = synced_over_edp(p) ? edp_rank(Coord{dp_coord()}) : Aff(dp_coord());
+        return alone(d * s.cp + (s.cp > 1 ? Aff(Ix::axis("cp")) : Aff(0)), in[0], out[0],
+                     Group::along({}));
+      }
       for (size_t k = 0; k < in.size(); ++k)
         alone(Aff(int64_t(k)), in[k], out[k], {group.ranks[k]});
       return;

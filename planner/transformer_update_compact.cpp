@@ -119,13 +119,13 @@ void Builder::update_piece_compact(const Param& p) {
     Shape sh = shape;
     if (zero && s.zero == 2) sh[0] /= zero_ways(p);
     const std::string out = output(zero ? "dp_shard" : "dp", !(zero && s.zero == 1), sh);
-    // Named at the group's first member: dp rank 0, or the edp group's
-    // (dp rank d % ep: the ep axis).
+    // Named at the group's first member: dp rank 0, or the edp (x cp)
+    // group's, dp rank d % ep: the ep axis on the expert mesh, the dp rank
+    // itself at ep = dp (its group is its cp ranks).
     Coord first = x;
-    first.d = over_edp ? Ix::axis("ep") : Ix(0);
+    first.d = over_edp ? edp_leader() : Ix(0);
     first.c = 0;
-    dp_sync(p, first, {cur}, {out}, over_edp ? Group::along({"dp"}) : dp_cp_group(x),
-            zero && s.zero >= 2);
+    dp_sync(p, first, {cur}, {out}, over_edp ? edp_group() : dp_cp_group(x), zero && s.zero >= 2);
     cur = out;
   }
   // ZeRO-1: every rank has the whole sum and keeps its own shard.

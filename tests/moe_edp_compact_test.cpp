@@ -83,7 +83,7 @@ TEST(MoeEdpCompact, ExpansionIsTheV1Plan) {
   expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.batch = 8; }));
   expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.zero = 1, c.tp = 2; }));
   expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.zero = 2, c.microbatches = 2; }));
-  expect_same_plan(edp(8, 4, [](PlanConfig& c) { c.zero = 2; }));
+  expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.zero = 2, c.tp = 2, c.pp = 2; }));
   expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.sp = true, c.tp = 2; }));
   expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.bias = true, c.tp = 2; }));
   expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.tie_embeddings = true; }));
@@ -156,7 +156,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"dp4_ep2_zero2_mb2", edp(4, 2, [](PlanConfig& c) { c.zero = 2, c.microbatches = 2; })},
         Case{"dp4_ep2_zero1_pp2",
              edp(4, 2, [](PlanConfig& c) { c.zero = 1, c.pp = 2, c.microbatches = 2; })},
-        Case{"dp12_ep2", edp(12, 2)}),
+        Case{"dp12_ep2", edp(12, 2)},
+        // cp: expert blocks summed over edp x cp, at ep = dp over cp.
+        Case{"dp4_ep2_cp2", edp(4, 2, [](PlanConfig& c) { c.cp = 2; })},
+        Case{"dp2_ep2_cp2_tp2_sp",
+             edp(2, 2, [](PlanConfig& c) { c.cp = 2, c.tp = 2, c.sp = true; })}),
     [](const auto& info) { return info.param.label; });
 
 // Each expert-mesh bug the compact form writes: found per coordinate class
@@ -164,6 +168,7 @@ INSTANTIATE_TEST_SUITE_P(
 struct BugCase {
   std::string bug;
   PlanConfig config;
+  std::string label = "";  // the test's name, when not the bug's
 };
 
 class MoeEdpCompactBug : public ::testing::TestWithParam<BugCase> {};
@@ -195,12 +200,16 @@ std::vector<BugCase> bug_cases() {
       bug("expert-grad-not-reduced-tp", edp(4, 2, [](PlanConfig& c) { c.tp = 2; })),
       bug("moe-combine-missing-shared", edp(4, 2)),
       bug("dp-grad-not-synced", edp(4, 2)),
+      // Under cp the expert blocks are summed over edp x cp.
+      BugCase{"expert-grad-not-synced", edp(4, 2, [](PlanConfig& c) { c.cp = 2; }),
+              "expert_grad_not_synced_cp2"},
   };
 }
 
 INSTANTIATE_TEST_SUITE_P(Dp4Ep2, MoeEdpCompactBug, ::testing::ValuesIn(bug_cases()),
                          [](const auto& info) {
-                           std::string name = info.param.bug;
+                           std::string name =
+                               info.param.label.empty() ? info.param.bug : info.param.label;
                            for (char& ch : name)
                              if (ch == '-') ch = '_';
                            return name;
