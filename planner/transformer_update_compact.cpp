@@ -3,8 +3,9 @@
 // accumulated over micro-batches as one chain of templates (the first link
 // adds the first two contributions, later links one more each, the last one
 // carries the claim), the sequence-parallel sum over tp, the data-parallel
-// all-reduce (or ZeRO reduce-scatter / shard) over dp x cp, and the
-// optimizer step, each written once.
+// all-reduce (or ZeRO reduce-scatter / shard) over dp x cp (an expert
+// block's over its edp x cp group), and the optimizer step, each written
+// once.
 #include <stdexcept>
 
 #include "planner/transformer.h"

@@ -3,8 +3,9 @@
 // (transformer_plan.cpp), so an ep group is a line along ep, an edp group a
 // line along dp and the dense dp group the plane (dp, ep). Its expansion is
 // the v1 plan; verified per coordinate class it gives the v1 plan's verdict,
-// correct and with each expert-mesh bug the compact form writes; the bugs
-// it cannot write are refused by name.
+// correct and with each expert-mesh bug the compact form writes (also under
+// cp, and at DeepSeek-V3's shapes); the bugs it cannot write are refused by
+// name.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -214,6 +215,22 @@ INSTANTIATE_TEST_SUITE_P(Dp4Ep2, MoeEdpCompactBug, ::testing::ValuesIn(bug_cases
                              if (ch == '-') ch = '_';
                            return name;
                          });
+
+// DeepSeek-V3's published shapes at 4 layers (layer 3 MoE) on dp4 ep2 tp2
+// pp2 with 2 micro-batches, compact, per coordinate class: equivalent, and
+// the expert gradient on the dp group found at its tensor (as the v1 plan's
+// DeepseekV3Edp test finds it).
+TEST(DeepseekV3EdpCompact, PublishedShapesEquivalentAndDpGroupBugFound) {
+  PlanConfig c = testing::transformer_config(4, 4, 2, 2, 2);
+  c.ep = 2, c.compact = true;
+  Report r = by_classes(planner::generate_plan("deepseek-v3", c));
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+  c.bug = "expert-grad-on-dp-group";
+  r = by_classes(planner::generate_plan("deepseek-v3", c));
+  EXPECT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].tensor, "grad.l3.moe.wg") << testing::explain(r);
+}
 
 // The bugs the compact form cannot write on the expert mesh are refused by
 // name, never written as a correct plan: a shard at d mod edp (not affine in
