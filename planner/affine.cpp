@@ -8,18 +8,21 @@ Ix::operator int() const {
   if (symbolic())
     throw std::logic_error("planner internal error: symbolic coordinate " + text() +
                            " read as an integer");
-  return off_;
+  return int(a_.value());
 }
 
 std::string Ix::text() const {
-  if (!symbolic()) return std::to_string(off_);
-  if (off_ == 0) return "{" + axis_ + "}";
-  return "{" + axis_ + (off_ > 0 ? "+" : "-") + std::to_string(off_ > 0 ? off_ : -off_) + "}";
+  if (!symbolic()) return std::to_string(a_.value());
+  // One axis plus an offset keeps its short form ("{mb-1}").
+  const auto& k = a_.terms();
+  if (k.size() != 1 || k.begin()->second != 1) return a_.text();
+  const std::string& axis = k.begin()->first;
+  const int64_t off = a_.offset();
+  if (off == 0) return "{" + axis + "}";
+  return "{" + axis + (off > 0 ? "+" : "-") + std::to_string(off > 0 ? off : -off) + "}";
 }
 
-Aff::Aff(const Ix& x) : c_(x.offset()) {
-  if (x.symbolic()) k_[x.axis_name()] = 1;
-}
+Aff::Aff(const Ix& x) : Aff(x.aff()) {}
 
 int64_t Aff::value() const {
   if (!constant()) throw std::logic_error("planner internal error: symbolic " + expr().dump());

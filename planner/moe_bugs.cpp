@@ -283,12 +283,27 @@ bool Builder::edp_replicated(const Param& p) const {
          !dp_replicated(p);
 }
 
-std::vector<Coord> Builder::sync_members(const Param& p, const Coord& x) const {
-  std::vector<Coord> members;
+bool Builder::synced_over_edp(const Param& p) const {
   // Bug: the shared expert (dense) synced over the edp group, as an expert.
   const bool shared_bug =
       s.bug("shared-expert-grad-on-edp-group") && p.local == layer(s.moe_bug_layer()) + ".moe.wsg";
-  if (!edp_replicated(p) && !shared_bug) return x.d == 0 && x.c == 0 ? dp_cp_members(x) : members;
+  return edp_replicated(p) || shared_bug;
+}
+
+Group Builder::edp_group() const {
+  std::vector<std::string> axes;
+  if (s.compact_expert_mesh()) axes.push_back("dp");
+  if (s.cp > 1) axes.push_back("cp");
+  return Group::along(axes);
+}
+
+Ix Builder::edp_leader() const {
+  return s.compact_expert_mesh() ? Ix::axis("ep") : dp_coord();
+}
+
+std::vector<Coord> Builder::sync_members(const Param& p, const Coord& x) const {
+  std::vector<Coord> members;
+  if (!synced_over_edp(p)) return x.d == 0 && x.c == 0 ? dp_cp_members(x) : members;
   // The edp x cp group x leads: the dp ranks with x's ep rank, every cp rank.
   if (int(x.d) >= s.ep || x.c != 0) return members;
   for (Coord xd = x; int(xd.d) < s.dp; xd.d = Ix(int(xd.d) + s.ep))

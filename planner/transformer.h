@@ -88,6 +88,10 @@ struct Layout {
   // groups are blocks of ep consecutive dp ranks (ep rank d % ep), the edp
   // groups the dp ranks with the same ep rank (Megatron's expert mesh).
   int edp() const { return dp / ep; }
+  // The compact form of that mesh (1 < ep < dp): a dp rank d is two mesh
+  // axes, `dp` = d / ep (its place in its edp group) and `ep` = d % ep, so
+  // that both groups are lines of the mesh (transformer_plan.cpp).
+  bool compact_expert_mesh() const { return c.compact && moe() && ep > 1 && ep < dp; }
   int first_dense = 0;
   bool moe() const { return E > 0; }
   bool moe_layer(int i) const { return E > 0 && i >= first_dense; }
@@ -222,11 +226,19 @@ class Builder {
   void each_cp_tp(Coord x, const std::function<void(const Coord&)>& local);
   // Runs `local(x)` for every dp rank (the MoE lockstep).
   void each_dp(Coord x, const std::function<void(const Coord&)>& local);
-  // The first dp rank of every ep group (compact: ep == dp, one group), and
+  // The first dp rank of every ep group (compact: one symbolic leader), and
   // `local(x)` for every member of the ep group x leads.
   std::vector<Ix> ep_leaders() const;
   void each_ep(Coord x, const std::function<void(const Coord&)>& local);
   Group ep_group(const Coord& x) const;
+  // The dp rank in the compact form: the dp axis, or on the expert mesh
+  // dp*ep + ep. A dp rank's ep rank (d % ep) and its place in its edp
+  // group (d / ep), affine in the mesh axes there.
+  Ix dp_coord() const;
+  Aff ep_rank(const Coord& x) const;
+  Aff edp_rank(const Coord& x) const;
+  // The size of a mesh axis of the compact form.
+  int axis_size(const std::string& axis) const;
 
   // A sum over the tp group: `produce(x, out)` writes part t of tp of logical
   // `name` (full shape `full`, cut as `spec` with `seq_dim` being Seq) into
@@ -378,6 +390,13 @@ class Builder {
   // optimizer); under cp such blocks stay whole (moe_layout.cpp refuses ZeRO
   // where they would need sharding over edp x cp).
   bool zero_over_edp(const Param& p) const { return edp_replicated(p) && s.cp == 1; }
+  // Whether p's gradient is summed over the edp (x cp) group: an expert
+  // block replicated there, or the shared expert under its bug.
+  bool synced_over_edp(const Param& p) const;
+  // Compact form: that group (along dp on the expert mesh, and cp), and the
+  // dp rank of its first member (d % ep).
+  Group edp_group() const;
+  Ix edp_leader() const;
   // The members of the gradient sync of p that x leads (its dp x cp group,
   // its edp group, or what a bug makes of it), empty when x leads none.
   std::vector<Coord> sync_members(const Param& p, const Coord& x) const;

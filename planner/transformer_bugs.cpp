@@ -218,18 +218,26 @@ bool Builder::fires(const char* bug, int i, const Coord& x) const {
 
 Builder::BugSite Builder::site_at(const Coord& x, int m, bool t0) const {
   BugSite site{true};
-  auto need = [&](const Ix& v, const char* axis, int want, int size) {
+  // A symbolic coordinate is one axis, or (the expert mesh's dp rank, want
+  // 0) a sum of axes with positive coefficients: 0 where each axis is.
+  auto need = [&](const Ix& v, int want) {
     if (!v.symbolic()) {
       site.fires = site.fires && int(v) == want;
       return;
     }
-    if (v.offset() != 0) throw std::logic_error("transformer planner: bug site off an axis");
-    if (size > 1) site.at.ranges.push_back({axis, want, want, size});
+    const Aff& a = v.aff();
+    const bool one_axis = a.terms().size() == 1 && a.terms().begin()->second == 1;
+    if (a.offset() != 0 || (want != 0 && !one_axis))
+      throw std::logic_error("transformer planner: bug site off an axis");
+    for (const auto& [axis, k] : a.terms()) {
+      if (k <= 0) throw std::logic_error("transformer planner: bug site off an axis");
+      if (axis_size(axis) > 1) site.at.ranges.push_back({axis, want, want, axis_size(axis)});
+    }
   };
-  need(x.d, "dp", 0, s.dp);
-  need(x.c, "cp", 0, s.cp);
-  if (t0) need(x.t, "tp", 0, s.tp);
-  need(x.m, "mb", m, s.mb);
+  need(x.d, 0);
+  need(x.c, 0);
+  if (t0) need(x.t, 0);
+  need(x.m, m);
   if (!site.fires) site.at.ranges.clear();
   return site;
 }

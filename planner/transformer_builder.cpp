@@ -39,8 +39,7 @@ std::string Builder::at(const Coord& x, const std::string& name) const {
 }
 
 std::vector<Coord> Builder::devices(int p) const {
-  if (sym())
-    return {Coord{Ix::axis("dp"), s.cp > 1 ? Ix::axis("cp") : Ix(0), Ix::axis("tp"), p, 0}};
+  if (sym()) return {Coord{dp_coord(), s.cp > 1 ? Ix::axis("cp") : Ix(0), Ix::axis("tp"), p, 0}};
   std::vector<Coord> out;
   for (int d = 0; d < s.dp; ++d)
     for (int c = 0; c < s.cp; ++c)
@@ -49,10 +48,54 @@ std::vector<Coord> Builder::devices(int p) const {
 }
 
 std::vector<Ix> Builder::dp_ranks() const {
-  if (sym()) return {Ix::axis("dp")};
+  if (sym()) return {dp_coord()};
   std::vector<Ix> out;
   for (int d = 0; d < s.dp; ++d) out.push_back(d);
   return out;
+}
+
+Ix Builder::dp_coord() const {
+  if (!s.compact_expert_mesh()) return Ix::axis("dp");
+  return Ix::affine(Aff::axis("dp") * s.ep + Aff::axis("ep"));
+}
+
+namespace {
+
+// A dp rank of the compact expert mesh, dp*ep*a + ep*b + c, as its place
+// in its edp group (dp*a + c / ep) and its ep rank (ep*b + c % ep); only the
+// forms the builder writes (a, b in {0, 1}; c == 0 when b == 1).
+std::pair<Aff, Aff> split_dp(const Aff& d, int ep) {
+  const auto& k = d.terms();
+  const int64_t a = k.count("dp") ? k.at("dp") : 0, b = k.count("ep") ? k.at("ep") : 0;
+  if (k.size() != size_t(a != 0) + size_t(b != 0) || (a != 0 && a != ep) || (b != 0 && b != 1) ||
+      d.offset() < 0 || (b != 0 && d.offset() != 0))
+    throw std::logic_error("transformer planner: dp rank " + d.text() +
+                           " is not one of the expert mesh");
+  return {Aff::axis("dp") * (a / ep) + d.offset() / ep, Aff::axis("ep") * b + d.offset() % ep};
+}
+
+}  // namespace
+
+Aff Builder::ep_rank(const Coord& x) const {
+  if (!x.d.symbolic()) return int(x.d) % s.ep;
+  if (!s.compact_expert_mesh()) return s.ep == 1 ? Aff(0) : Aff(x.d);  // ep is 1 or dp
+  return split_dp(x.d.aff(), s.ep).second;
+}
+
+Aff Builder::edp_rank(const Coord& x) const {
+  if (!x.d.symbolic()) return int(x.d) / s.ep;
+  if (!s.compact_expert_mesh()) return s.ep == 1 ? Aff(x.d) : Aff(0);
+  return split_dp(x.d.aff(), s.ep).first;
+}
+
+int Builder::axis_size(const std::string& axis) const {
+  if (axis == "dp") return s.compact_expert_mesh() ? s.edp() : s.dp;
+  if (axis == "ep") return s.ep;
+  if (axis == "cp") return s.cp;
+  if (axis == "tp") return s.tp;
+  if (axis == "pp") return s.pp;
+  if (axis == "mb") return s.mb;
+  throw std::logic_error("transformer planner: no mesh axis " + axis);
 }
 
 std::vector<Ix> Builder::microbatches() const {
@@ -114,16 +157,13 @@ SymSlice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) 
         break;
       case Ax::MbBatch:
         // Micro-batch major: the ep group's sequences of micro-batch m are
-        // one block (the compact form has ep == dp, one group).
-        slice.push_back(
-            s.ep == s.dp ? block(n, s.mb, x.m)
-                         : block(n, int64_t(s.mb) * s.edp(), Aff(x.m) * s.edp() + int(x.d) / s.ep));
+        // one block.
+        slice.push_back(s.ep == s.dp
+                            ? block(n, s.mb, x.m)
+                            : block(n, int64_t(s.mb) * s.edp(), Aff(x.m) * s.edp() + edp_rank(x)));
         break;
       case Ax::Expert:
-        slice.push_back(block(n, s.ep,
-                              s.ep == 1      ? Aff(0)
-                              : s.ep == s.dp ? Aff(x.d)
-                                             : Aff(int(x.d) % s.ep)));
+        slice.push_back(block(n, s.ep, ep_rank(x)));
         break;
       case Ax::TpUp: {
         SymRange r = block(n / 2, s.tp, x.t);
@@ -190,7 +230,13 @@ Group Builder::cp_group(const Coord& x) const {
 }
 
 Group Builder::dp_cp_group(const Coord& x) const {
-  if (sym()) return s.cp > 1 ? Group::along({"dp", "cp"}) : Group::along({"dp"});
+  if (sym()) {
+    // Members in dp rank order: the expert mesh's dp rank is dp*ep + ep.
+    std::vector<std::string> axes = {"dp"};
+    if (s.compact_expert_mesh()) axes.push_back("ep");
+    if (s.cp > 1) axes.push_back("cp");
+    return Group::along(axes);
+  }
   std::vector<int> group;
   for (int d = 0; d < s.dp; ++d)
     for (int c = 0; c < s.cp; ++c) group.push_back(s.rank(d, c, x.t, x.p));
@@ -222,7 +268,7 @@ void Builder::each_tp(Coord x, const std::function<void(const Coord&)>& local) {
 
 void Builder::each_dp(Coord x, const std::function<void(const Coord&)>& local) {
   if (sym()) {
-    x.d = Ix::axis("dp");
+    x.d = dp_coord();
     local(x);
     return;
   }
@@ -230,7 +276,8 @@ void Builder::each_dp(Coord x, const std::function<void(const Coord&)>& local) {
 }
 
 std::vector<Ix> Builder::ep_leaders() const {
-  if (sym()) return {0};
+  // The compact expert mesh: the first member of the ep group along the ep axis.
+  if (sym()) return {s.compact_expert_mesh() ? Ix::affine(Aff::axis("dp") * s.ep) : Ix(0)};
   std::vector<Ix> out;
   for (int d = 0; d < s.dp; d += s.ep) out.push_back(d);
   return out;
@@ -243,7 +290,8 @@ void Builder::each_ep(Coord x, const std::function<void(const Coord&)>& local) {
 }
 
 Group Builder::ep_group(const Coord& x) const {
-  if (sym()) return dp_cp_group(x);
+  // Compact: the ep axis of the expert mesh, or (ep == dp) the dp axis.
+  if (sym()) return Group::along({s.compact_expert_mesh() ? "ep" : "dp"});
   std::vector<int> group;
   for (int d = int(x.d); d < int(x.d) + s.ep; ++d) group.push_back(s.rank(d, x.c, x.t, x.p));
   return group;

@@ -163,17 +163,16 @@ std::string compact_unsupported(const Layout& s) {
   for (const char* order : {"reshard-gather-order", "sp-allgather-order", "zero-allgather-order",
                             "cp-kv-allgather-order", "all-to-all-wrong-order"})
     if (s.c.bug == order) return "--bug " + s.c.bug;
-  // ep groups inside dp: a rank's expert block is d % ep and its ep group
-  // d / ep, not affine in the dp axis (the expert mesh's own axes are not
-  // written yet).
-  if (s.moe() && s.ep > 1 && s.ep < s.dp)
-    return "ep (" + std::to_string(s.ep) + ") below dp (" + std::to_string(s.dp) + ")";
-  // MoE under cp: the expert gradients' sum over cp (edp x cp groups) is
-  // written in the expanded form only; under sp, the bugs whose rank is
-  // not affine in the tp axis (the next rank's piece).
-  if (s.moe() && s.cp > 1) return "cp on an MoE model";
-  for (const char* sp_bug : {"moe-sp-dispatch-local-tokens", "moe-sp-combine-wrong-piece"})
-    if (s.c.bug == sp_bug) return "--bug " + s.c.bug;
+  // The expert mesh (ep < dp) has the axes dp and ep, but the shard a bug
+  // keeps at d % edp is not affine in them.
+  if (s.c.bug == "zero-expert-shard-dp-rank") return "--bug " + s.c.bug;
+  // MoE under sp or cp: the bugs whose rank is not affine in the tp or cp
+  // axis (the next rank's piece or chunk), or that pick their rank in the
+  // expanded form only (moe_fires).
+  for (const char* bug :
+       {"moe-sp-dispatch-local-tokens", "moe-sp-combine-wrong-piece", "moe-cp-dispatch-local-chunk",
+        "moe-cp-combine-wrong-chunk", "moe-cp-expert-grad-all-slots"})
+    if (s.c.bug == bug) return "--bug " + s.c.bug;
   // A kv head shared by several tp ranks is head t / replicas: not affine.
   if (s.tp > s.NKV)
     return "tp (" + std::to_string(s.tp) + ") above the kv heads (" + std::to_string(s.NKV) + ")";

@@ -256,7 +256,7 @@ int Builder::zero_ways(const Param& p) const {
 
 Aff Builder::zero_index(const Param& p, const Coord& x) const {
   // An edp group is every ep-th dp rank (zero_over_edp: cp is 1).
-  if (zero_over_edp(p)) return int(x.d) / s.ep;
+  if (zero_over_edp(p)) return edp_rank(x);
   return Aff(x.d) * s.cp + x.c;
 }
 
@@ -333,10 +333,13 @@ void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::str
         g.op(name + "_shard.solo" + k.text(), "slice", {in_k}, {out_k},
              {{"dim", 0}, {"start", (k * len).attr()}, {"end", (k * len + len).attr()}});
       };
-      // The compact form: one template over every (dp, cp) rank.
-      if (sym())
-        return alone(Aff(Ix::axis("dp")) * s.cp + (s.cp > 1 ? Aff(Ix::axis("cp")) : Aff(0)), in[0],
-                     out[0], Group::along({}));
+      // The compact form: one template over every (dp, cp) rank, its place
+      // in its group (dp x cp, or edp x cp).
+      if (sym()) {
+        const Aff d = synced_over_edp(p) ? edp_rank(Coord{dp_coord()}) : Aff(dp_coord());
+        return alone(d * s.cp + (s.cp > 1 ? Aff(Ix::axis("cp")) : Aff(0)), in[0], out[0],
+                     Group::along({}));
+      }
       for (size_t k = 0; k < in.size(); ++k)
         alone(Aff(int64_t(k)), in[k], out[k], {group.ranks[k]});
       return;
@@ -404,14 +407,17 @@ void Builder::finish_step(const Param& p, const Coord& x, const std::string& nex
     return;
   }
   if (sym()) {
-    // One template: the shard of every dp rank, gathered over the dp axis.
+    // One template: the shard of every dp rank, gathered over the dp axis
+    // (an expert block's over its edp group: the dp axis of the expert
+    // mesh), named at the group's first member.
     const std::string out =
         claim(x, at_rank(x, p.local + ".next"), p.logical + ".next", p.full, p.spec);
     add_output(out);
     Coord x0 = x;
-    x0.d = x0.c = 0;
+    x0.c = 0;
+    x0.d = zero_over_edp(p) ? Ix::axis("ep") : Ix(0);
     collective(at_rank(x0, p.local + ".zero_all_gather"), "all_gather", {next}, {out},
-               dp_cp_group(x), {{"dim", 0}});
+               zero_over_edp(p) ? Group::along({"dp"}) : dp_cp_group(x), {{"dim", 0}});
     return;
   }
   const std::vector<Coord> members = zero_members(p, x);

@@ -3,8 +3,9 @@
 // accumulated over micro-batches as one chain of templates (the first link
 // adds the first two contributions, later links one more each, the last one
 // carries the claim), the sequence-parallel sum over tp, the data-parallel
-// all-reduce (or ZeRO reduce-scatter / shard) over dp x cp, and the
-// optimizer step, each written once.
+// all-reduce (or ZeRO reduce-scatter / shard) over dp x cp (an expert
+// block's over its edp x cp group), and the optimizer step, each written
+// once.
 #include <stdexcept>
 
 #include "planner/transformer.h"
@@ -35,8 +36,11 @@ void Builder::update_piece_compact(const Param& p) {
   const Shape shape = g.shape(term(0, mb));
   const int n_dp = s.dp * s.cp;
   const bool sync_sp = s.sp && p.full.size() == 1;  // norm weights saw their tokens only
-  const bool sync_dp = n_dp > 1 && dp_replicated(p);
-  const bool zero = s.zero > 0 && sync_dp;
+  // Over dp x cp, or (the expert mesh) an expert block over its edp group,
+  // where ZeRO shards it too.
+  const bool over_edp = synced_over_edp(p);
+  const bool sync_dp = (n_dp > 1 && dp_replicated(p)) || over_edp;
+  const bool zero = s.zero > 0 && ((n_dp > 1 && dp_replicated(p)) || zero_over_edp(p));
   // The tensor a step writes: claimed when it is the last one (as in update_piece).
   auto output = [&](const std::string& tag, bool last, const Shape& sh) {
     const std::string local = at_rank(x, grad(p.local) + "." + tag);
@@ -114,21 +118,24 @@ void Builder::update_piece_compact(const Param& p) {
 
   if (sync_dp) {
     Shape sh = shape;
-    if (s.zero == 2) sh[0] /= n_dp;
-    const std::string out = output(zero ? "dp_shard" : "dp", s.zero != 1, sh);
+    if (zero && s.zero == 2) sh[0] /= zero_ways(p);
+    const std::string out = output(zero ? "dp_shard" : "dp", !(zero && s.zero == 1), sh);
+    // Named at the group's first member: dp rank 0, or the edp (x cp)
+    // group's, dp rank d % ep: the ep axis on the expert mesh, the dp rank
+    // itself at ep = dp (its group is its cp ranks).
     Coord first = x;
-    first.d = 0;
+    first.d = over_edp ? edp_leader() : Ix(0);
     first.c = 0;
-    dp_sync(p, first, {cur}, {out}, dp_cp_group(x), s.zero >= 2);
+    dp_sync(p, first, {cur}, {out}, over_edp ? edp_group() : dp_cp_group(x), zero && s.zero >= 2);
     cur = out;
   }
   // ZeRO-1: every rank has the whole sum and keeps its own shard.
   if (zero && s.zero == 1) {
     Shape sh = shape;
-    const int64_t len = sh[0] / n_dp;
+    const int64_t len = sh[0] / zero_ways(p);
     sh[0] = len;
     const std::string shard = output("shard", true, sh);
-    const Aff j = Aff(x.d) * s.cp + x.c;
+    const Aff j = zero_index(p, x);
     g.op(at_rank(x, grad(p.local) + ".shard"), "slice", {cur}, {shard},
          {{"dim", 0}, {"start", (j * len).attr()}, {"end", (j * len + len).attr()}});
     cur = shard;

@@ -163,10 +163,12 @@ TEST(MoeSeqPlan, RefusesWhatCannotApply) {
   // The interleaved pipeline is not written for MoE layers.
   c = cfg(1, 1, 1, 2, false, [](PlanConfig& e) { e.bug = "vpp-send-wrong-chunk"; });
   expect_refused(kTiny, c, "vpp");
-  // The compact form: cp, and the sp bugs keeping another rank's piece, in
-  // the expanded form only (transformer_compact_test.cpp runs sp).
+  // The compact form: the sp and cp bugs keeping another rank's piece or
+  // chunk, in the expanded form only (transformer_compact_test.cpp runs sp
+  // and cp).
   c = cfg(1, 1, 1, 2, false, [](PlanConfig& e) { e.compact = true; });
-  expect_refused(kTiny, c, "cp on an MoE model");
+  c.bug = "moe-cp-combine-wrong-chunk";
+  expect_refused(kTiny, c, "--bug moe-cp-combine-wrong-chunk");
   c = cfg(1, 1, 2, 1, true, [](PlanConfig& e) { e.compact = true; });
   c.bug = "moe-sp-combine-wrong-piece";
   expect_refused(kTiny, c, "--bug moe-sp-combine-wrong-piece");

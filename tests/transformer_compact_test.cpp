@@ -296,9 +296,31 @@ TEST(TransformerCompact, MoeSequenceParallelExpansionIsTheV1Plan) {
     c.bug = bug;
     EXPECT_THROW(planner::generate_plan("moe-tiny", compact(c)), std::invalid_argument) << bug;
   }
-  c = tiny(2, 1, 1, 1, 1);
-  c.cp = 2;
-  EXPECT_THROW(planner::generate_plan("moe-tiny", compact(c)), std::invalid_argument);
+}
+
+// Context parallelism around the MoE layer: the gathers over cp, each cp
+// rank's block of slots, and the expert gradients summed over cp (at ep =
+// dp) or edp x cp (the expert mesh) are affine in the cp axis. The cp bugs
+// that keep another chunk, or pick their rank in the expanded form only, are
+// refused.
+TEST(TransformerCompact, MoeContextParallelExpansionIsTheV1Plan) {
+  for (auto [dp, ep, tp, pp, mb] :
+       {std::tuple{1, 1, 1, 1, 1}, {2, 2, 1, 1, 2}, {2, 1, 2, 2, 2}, {4, 2, 1, 1, 1}}) {
+    planner::PlanConfig c = tiny(2, dp, tp, pp, mb);
+    c.ep = ep, c.cp = 2;
+    expect_same_plan("moe-tiny", c);
+  }
+  planner::PlanConfig c = tiny(2, 2, 2, 1, 1);
+  c.ep = 2, c.cp = 2, c.sp = true, c.zero = 1;
+  expect_same_plan("moe-tiny", c);
+  c.zero = 0;
+  c.bug = "cp-kv-grad-not-reduced";
+  expect_same_plan("moe-tiny", c);
+  for (const char* bug : {"moe-cp-dispatch-local-chunk", "moe-cp-combine-wrong-chunk",
+                          "moe-cp-expert-grad-all-slots"}) {
+    c.bug = bug;
+    EXPECT_THROW(planner::generate_plan("moe-tiny", compact(c)), std::invalid_argument) << bug;
+  }
 }
 
 // Every bug of moe-tiny (the dense ones in the MoE lockstep, and the MoE

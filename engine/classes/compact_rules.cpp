@@ -59,6 +59,14 @@ class RuleCheck {
       std::vector<double> row;
       for (int a : axes) row.push_back(static_cast<double>(e.coef[a]));
       rows.push_back(row);
+      // A mixed-radix hole ("dp*2 + ep" with ep < 2: the expert mesh's dp
+      // rank) determines each of its axes on the mesh, not only their sum.
+      if (std::vector<int> digits = mixed_radix_axes(e); !digits.empty())
+        for (int d : digits) {
+          std::vector<double> unit;
+          for (int a : axes) unit.push_back(a == d ? 1.0 : 0.0);
+          rows.push_back(unit);
+        }
     }
     for (const Condition* c : conds)
       for (const Comparison& k : c->all)
@@ -82,6 +90,27 @@ class RuleCheck {
       ++rank;
     }
     return rank == axes.size();
+  }
+
+  // The axes of e when e is a mixed-radix number on the mesh: ordered by
+  // the magnitude of their coefficients, each one's exceeds the largest span
+  // of all smaller ones, so e's value fixes every axis (two coordinates
+  // with one value of e differ by 0 on each). Empty otherwise.
+  std::vector<int> mixed_radix_axes(const Affine& e) const {
+    std::vector<std::pair<int64_t, int>> terms;  // |coefficient|, axis
+    for (int a = 0; a < kAxisCount; ++a)
+      if (e.coef[a] != 0) terms.push_back({e.coef[a] < 0 ? -e.coef[a] : e.coef[a], a});
+    if (terms.size() < 2) return {};
+    std::sort(terms.begin(), terms.end());
+    int64_t span = 0;  // the largest |sum of the smaller terms' differences|
+    std::vector<int> out;
+    for (const auto& [k, a] : terms) {
+      if (k <= span) return {};
+      // |k| <= 2^40 and sizes <= 2^20; a span past 2^62 admits no more terms.
+      span = std::min<int64_t>(span + k * (m_.size(a) - 1), int64_t(1) << 62);
+      out.push_back(a);
+    }
+    return out;
   }
 
   // Throws InvalidPlan; false when the enumeration would be too large.
