@@ -61,36 +61,6 @@ Report verify_through(const json& plan, StageVerdictStore& store, int* proofs = 
   return r;
 }
 
-// x[6 * width] split over 6 ranks; each rank scales its piece by `factor`
-// where the logical graph scales by 3. At any width >= 2 every stage
-// reduces to the same stage: only the full sizes, which no op reads, differ.
-json scaled_sixths(int64_t width, int factor) {
-  json logical = {{"tensors", {{"x", tensor({6 * width})}, {"y", tensor({6 * width})}}},
-                  {"inputs", {"x"}},
-                  {"ops", {op("s", "scale", {"x"}, {"y"}, {{"factor", 3}})}},
-                  {"outputs", {"y"}}};
-  json tensors = json::object(), ops = json::array(), inputs = json::array(),
-       outputs = json::array();
-  for (int r = 0; r < 6; ++r) {
-    const std::string p = "r" + std::to_string(r) + ".";
-    const json slice = {{width * r, width * (r + 1)}};
-    tensors[p + "x"] = ptensor({width}, {{"tensor", "x"}, {"slice", slice}}, "f32", r);
-    tensors[p + "y"] = ptensor({width}, {{"tensor", "y"}, {"slice", slice}}, "f32", r);
-    ops.push_back(op(p + "s", "scale", {p + "x"}, {p + "y"}, {{"factor", factor}}));
-    inputs.push_back(p + "x");
-    outputs.push_back(p + "y");
-  }
-  return {{"format", "shardproof-plan/1"},
-          {"name", "sixths"},
-          {"logical", logical},
-          {"parallel",
-           {{"world", 6},
-            {"tensors", tensors},
-            {"inputs", inputs},
-            {"ops", ops},
-            {"outputs", outputs}}}};
-}
-
 // The mean of x[cols] written as its sum scaled by `factor`: at 8 and 16
 // columns the stage reduces to the same 2-column stage; only the count the
 // mean divides by tells them apart.
@@ -100,24 +70,6 @@ json mean_as_scaled_sum(int64_t cols, const std::string& factor) {
   json pt = {{"p.s", ptensor(json::array())}, {"p.y", scalar_claim("y")}};
   json pops = {op("sum", "sum", {"p.x"}, {"p.s"}),
                op("scale", "scale", {"p.s"}, {"p.y"}, {{"factor", factor}})};
-  return one_rank(lt, {"x"}, lops, {"y"}, pt, {{"p.x", "x"}}, pops, {"p.y"});
-}
-
-// sum over `n` elements of exp(x - neg(neg(x))), written by the parallel
-// side as exp(0) times `count`: the blind spot of docs/soundness.md, section
-// 7 (the sum counts the piece, the rules see a varying value). At n = 2 the
-// stage keeps its size, so count 2 is right and proven; at n = 8 it reduces
-// to that same query, and only the full-size backstop knows 2 is wrong.
-json recomputed_cancel(int64_t n, int count) {
-  json lt = {{"x", tensor({n})}, {"n", tensor({n})}, {"nn", tensor({n})},
-             {"d", tensor({n})}, {"e", tensor({n})}, {"y", tensor(json::array())}};
-  json lops = {op("n", "neg", {"x"}, {"n"}), op("nn", "neg", {"n"}, {"nn"}),
-               op("d", "sub", {"x", "nn"}, {"d"}), op("e", "exp", {"d"}, {"e"}),
-               op("y", "sum", {"e"}, {"y"})};
-  json pt = {
-      {"p.z", ptensor(json::array())}, {"p.k", ptensor(json::array())}, {"p.y", scalar_claim("y")}};
-  json pops = {constant("p.z", 0, json::array()), op("p.k", "exp", {"p.z"}, {"p.k"}),
-               op("p.y", "scale", {"p.k"}, {"p.y"}, {{"factor", count}})};
   return one_rank(lt, {"x"}, lops, {"y"}, pt, {{"p.x", "x"}}, pops, {"p.y"});
 }
 

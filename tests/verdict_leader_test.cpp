@@ -7,57 +7,15 @@
 #include <set>
 
 #include "engine/verifier.h"
+#include "tests/family_plans.h"
 #include "tests/graph_text.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
 namespace {
 
+using family_plans::scaled_sixths;
 using nlohmann::json;
-
-// x[24] split over 6 ranks; each rank scales its sixth by `factor` where
-// the logical graph scales by 3: one stage per rank. The four middle ranks'
-// stages are alike but for where their slices sit (the first and last
-// have no piece before or after theirs): three verdict keys.
-json scaled_sixths(int factor) {
-  json logical = {
-      {"tensors",
-       {{"x", {{"shape", {24}}, {"dtype", "f32"}}}, {"y", {{"shape", {24}}, {"dtype", "f32"}}}}},
-      {"inputs", {"x"}},
-      {"ops",
-       {{{"name", "s"},
-         {"op", "scale"},
-         {"in", {"x"}},
-         {"out", {"y"}},
-         {"attrs", {{"factor", 3}}}}}},
-      {"outputs", {"y"}}};
-  json tensors = json::object(), ops = json::array(), inputs = json::array(),
-       outputs = json::array();
-  for (int r = 0; r < 6; ++r) {
-    const std::string p = "r" + std::to_string(r) + ".";
-    const json slice = {{4 * r, 4 * r + 4}};
-    tensors[p + "x"] = {
-        {"shape", {4}}, {"dtype", "f32"}, {"rank", r}, {"of", {{"tensor", "x"}, {"slice", slice}}}};
-    tensors[p + "y"] = {
-        {"shape", {4}}, {"dtype", "f32"}, {"rank", r}, {"of", {{"tensor", "y"}, {"slice", slice}}}};
-    ops.push_back({{"name", p + "s"},
-                   {"op", "scale"},
-                   {"in", {p + "x"}},
-                   {"out", {p + "y"}},
-                   {"attrs", {{"factor", factor}}}});
-    inputs.push_back(p + "x");
-    outputs.push_back(p + "y");
-  }
-  return {{"format", "shardproof-plan/1"},
-          {"name", "sixths"},
-          {"logical", logical},
-          {"parallel",
-           {{"world", 6},
-            {"tensors", tensors},
-            {"inputs", inputs},
-            {"ops", ops},
-            {"outputs", outputs}}}};
-}
 
 Report verify_counting(const json& plan, int& proofs) {
   std::atomic<int> calls{0};
@@ -73,7 +31,7 @@ Report verify_counting(const json& plan, int& proofs) {
 
 TEST(VerdictLeader, StagesAlikeButForWhereTheySitAreProvenOnce) {
   int proofs = 0;
-  Report r = verify_counting(scaled_sixths(3), proofs);
+  Report r = verify_counting(scaled_sixths(4, 3), proofs);
   EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
   EXPECT_EQ(r.stats.stages, 6);
   EXPECT_EQ(r.stats.unique_stages, 6) << "full positions differ, so do stage keys";
@@ -87,7 +45,7 @@ TEST(VerdictLeader, StagesAlikeButForWhereTheySitAreProvenOnce) {
 // solved on their own and name theirs.
 TEST(VerdictLeader, FollowersOfARefutedLeaderNameTheirOwnElements) {
   int proofs = 0;
-  Report r = verify_counting(scaled_sixths(2), proofs);
+  Report r = verify_counting(scaled_sixths(4, 2), proofs);
   ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
   EXPECT_EQ(proofs, 6);
   EXPECT_EQ(r.stats.symmetric, 0) << report_headline(r);
@@ -109,7 +67,7 @@ TEST(VerdictLeader, FollowersOfARefutedLeaderNameTheirOwnElements) {
 
 // A stage that differs in what it computes is not a follower.
 TEST(VerdictLeader, ADifferentStageIsDecidedOnItsOwn) {
-  json plan = scaled_sixths(3);
+  json plan = scaled_sixths(4, 3);
   plan["parallel"]["ops"][2]["attrs"]["factor"] = 2;
   int proofs = 0;
   Report r = verify_counting(plan, proofs);
