@@ -26,6 +26,7 @@ struct FullSizeBudget {
   int64_t solve_elements = 20'000;  // full stages re-proven when testing finds no witness
   int64_t second_piece = 3;         // the backstop's second reduction
   WitnessBudget witness;            // larger refuted stages: the narrowed witness
+  int probe_elements = 8;  // a stage too large to prove: target elements tested at full size
 };
 
 // `reduced` (already reduced) was decided as `outcome`; `full` is the same

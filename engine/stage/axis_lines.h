@@ -141,6 +141,20 @@ class AxisLines {
     }
   }
 
+  // Breaks the products of `roots` (lines a boundary cuts through a minor
+  // block of, LineMaps::cut_products): each becomes a plain line kept at
+  // full size, as a line with two products of different minor sizes is.
+  // Its factors stay on their own lines; the reshape between them then
+  // fails its shape rule at any reduced size of a factor (their reduced
+  // product is below the whole's full length), so shape reduction freezes
+  // that reshape's tensors and retries.
+  void break_products(const std::set<int>& roots) {
+    for (int root : roots) {
+      broken_.insert(root);
+      product_of_line_.erase(root);
+    }
+  }
+
   // The product that defines a line, or nullptr for a plain line.
   const Product* product_of(int root) const {
     auto it = product_of_line_.find(root);
