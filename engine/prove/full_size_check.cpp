@@ -167,7 +167,7 @@ StageOutcome probe_large(const Stage& full, const Stage& reduced, StageOutcome o
                          const FullSizeBudget& budget) {
   std::string why;
   std::optional<Finding> f = probe_at_full_size(
-      full, spread_elements(reduced, budget.probe_elements), budget.witness, why);
+      full, spread_elements(reduced, budget.probe.elements_tried), budget.probe, why);
   if (!f) {
     for (Finding& u : out.findings)
       if (u.kind == "unknown") u.message += "; tested at full size: " + why;

@@ -467,7 +467,10 @@ class Prover {
       std::map<std::string, Rational> leaves;
       for (unsigned i = 0; i < model.num_consts(); ++i) {
         const z3::func_decl d = model.get_const_decl(i);
-        leaves[d.name().str()] = to_rational(model.get_const_interp(d));
+        try {  // a leaf with no rational value takes 0 below
+          leaves[d.name().str()] = to_rational(model.get_const_interp(d));
+        } catch (const IrrationalValue&) {
+        }
       }
       for (const auto& [name, decl] : alg_.functions()) {
         if (!model.has_interp(decl)) continue;
