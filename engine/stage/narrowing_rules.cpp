@@ -173,9 +173,13 @@ NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vec
   const Shape& shape = out[0].shape;
   const SliceSpec r = widened(op, attrs, in, shape, demand);
   if (op == "random") return checked(random_op(attrs, shape, r), in, out, whole);
+  // A reshape has two rules: trailing dims it leaves alone (a column stays
+  // a column) and flat runs (an element of a reshape that mixes every dim
+  // stays an element); the one reading less of the operand is used.
+  std::optional<NarrowedOp> flat_run;
   if (op == "reshape" && in.size() == 1)
-    if (std::optional<NarrowedOp> n = reshape_op(attrs, in[0].shape, shape, demand))
-      return checked(std::move(*n), in, out, whole);
+    if (std::optional<NarrowedOp> f = reshape_op(attrs, in[0].shape, shape, demand))
+      flat_run = checked(std::move(*f), in, out, whole);
   NarrowedOp n{op, attrs, std::vector<SliceSpec>(out.size(), r), {}};
   if (by_demand_rules(op)) {
     if (op == "matmul" && (shape.size() < 2 || in[0].shape.size() < 2 || in[1].shape.size() < 2))
@@ -217,7 +221,11 @@ NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vec
     n.attrs["start"] = Attr::of_int(0);
     n.attrs["end"] = Attr::of_int(r[d].second - r[d].first);
   }
-  return checked(std::move(n), in, out, whole);
+  NarrowedOp trailing = checked(std::move(n), in, out, whole);
+  if (flat_run &&
+      element_count(box_sizes(flat_run->in[0])) < element_count(box_sizes(trailing.in[0])))
+    return *flat_run;
+  return trailing;
 }
 
 }  // namespace shardproof
