@@ -56,6 +56,16 @@ TEST(PublishedShapes, SpAllGatherDimIsFoundAtPublishedShapes) {
   expect_found("llama3-8b", c, "sp-allgather-dim");
 }
 
+// The tied table's two gradients left unsynced: the finding's element needs
+// a column of the embedding backward, which a reshape keeping its trailing
+// dims narrows to a column; the flat-run rule alone would read 8.6 billion
+// elements (unknown). Guards the choice of the smaller rule.
+TEST(PublishedShapes, TiedEmbeddingNotSyncedIsFoundAtPublishedShapes) {
+  PlanConfig c = testing::transformer_config(2, 1, 1, 2, 1);
+  c.tie_embeddings = true;
+  expect_found("llama3-8b", c, "tied-embedding-not-synced");
+}
+
 // Each vocabulary shard's local maximum where the all-reduced one is due:
 // random values at full size give both shards the same maximum; the reduced
 // counterexample lifted to full size does not. Before: unknown.
