@@ -48,7 +48,7 @@ LeafPlace places_in(const Stage& full);
 // Replays `target` (the full stage, or a stage narrowed from it, whose
 // leaves `place` locates in the full stage) on `values` lifted from
 // `reduced` (the same stage reduced), each fill in turn. A mismatch
-// finding when some claim fails, with `note` in its message.
+// finding when some claim fails, its message naming the fill.
 std::optional<Finding> replay_lifted(const Stage& target, const LeafPlace& place,
                                      const Stage& reduced, const ReducedValues& values);
 
