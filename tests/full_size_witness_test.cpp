@@ -91,5 +91,29 @@ TEST(FullSizeWitness, ABugBehindASplitInALargeStageHasAFullSizeWitness) {
   EXPECT_NE(explain(r).find("replayed at full size"), std::string::npos) << explain(r);
 }
 
+// Per row, the maximum of 8192 columns; the parallel side takes the maximum
+// of the first 4096 only (a vocabulary shard's local maximum where the
+// all-reduced one is due). Random values at full size almost never show it:
+// among 4096 draws of n/d (|n| <= 5) both halves hold the largest value, 5.
+// The reduced counterexample (the second half's piece holding the larger
+// value) lifted to full size, each piece repeating its kept elements, does.
+// Before the lift, random values found no witness and it was unknown.
+TEST(FullSizeWitness, ABugRandomValuesMissIsFoundByTheLiftedCounterexample) {
+  constexpr int64_t rows = 4, cols = 8192;
+  auto rc = json::array({rows, cols});
+  json lt = {{"x", tensor(rc)}, {"y", tensor({rows})}};
+  json lops = {op("y", "max", {"x"}, {"y"}, {{"dims", {1}}})};
+  json pt = {{"p.a", ptensor({rows, cols / 2})},
+             {"p.b", ptensor({rows, cols / 2})},
+             {"p.y", ptensor({rows}, {{"tensor", "y"}})}};
+  json pops = {
+      op("p.a", "split", {"p.x"}, {"p.a", "p.b"}, {{"dim", 1}, {"sizes", {cols / 2, cols / 2}}}),
+      op("p.y", "max", {"p.a"}, {"p.y"}, {{"dims", {1}}})};
+  Report r = verify_json(one_rank(lt, {"x"}, lops, {"y"}, pt, {{"p.x", "x"}}, pops, {"p.y"}),
+                         "witness-lifted");
+  ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << explain(r);
+  EXPECT_NE(explain(r).find("lifted to full size"), std::string::npos) << explain(r);
+}
+
 }  // namespace
 }  // namespace shardproof

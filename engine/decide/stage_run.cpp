@@ -448,9 +448,11 @@ class StageRun {
   }
 
   // A reduced stage's verdict against the stage at full size
-  // (full_size_check.h): a proof is backed, a refutation needs a witness.
+  // (full_size_check.h): a proof is backed, a refutation needs a witness,
+  // a stage too large to prove (reduced or not) is tested at full size.
   StageOutcome checked_at_full_size(size_t i, StageOutcome o) {
-    if (!options_.reduce_shapes || !stage(i).reduced) return o;
+    if (!options_.reduce_shapes) return o;
+    if (!stage(i).reduced && o.status != StageStatus::Unknown) return o;
     const Stage full = build_stage(plan_, units_[i], static_cast<int>(i) + 1);
     return check_at_full_size(full, stage(i), std::move(o), prover_);
   }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/prove/counterexample.h"
 #include "engine/prove/full_size_witness.h"
 #include "engine/prove/stage_testing.h"
 #include "engine/stage/shape_reduction.h"
@@ -55,13 +56,20 @@ StageOutcome back_proof(const Stage& full, StageOutcome out, const FullSizeBudge
 
 // The mismatch findings of `out` that hold at full size (full_size_witness.h),
 // or nullopt and why none does.
-std::optional<std::vector<Finding>> witnessed(const Stage& full, const StageOutcome& out,
-                                              const FullSizeBudget& budget, std::string& why) {
+const ReducedValues* values_of(const StageOutcome& out, size_t finding) {
+  return finding < out.values.size() ? out.values[finding].get() : nullptr;
+}
+
+std::optional<std::vector<Finding>> witnessed(const Stage& full, const Stage& reduced,
+                                              const StageOutcome& out, const FullSizeBudget& budget,
+                                              std::string& why) {
   std::vector<Finding> found;
   why = "no mismatch to replay";
-  for (const Finding& f : out.findings) {
+  for (size_t i = 0; i < out.findings.size(); ++i) {
+    const Finding& f = out.findings[i];
     if (f.kind != "mismatch") continue;
-    if (std::optional<Finding> w = full_size_witness(full, f, budget.witness, why))
+    if (std::optional<Finding> w =
+            full_size_witness(full, reduced, f, values_of(out, i), budget.witness, why))
       found.push_back(std::move(*w));
   }
   if (found.empty()) return std::nullopt;
@@ -73,10 +81,10 @@ std::optional<std::vector<Finding>> witnessed(const Stage& full, const StageOutc
 // size, whose refutation must be confirmed the same way. Anything else is
 // unknown: neither a finding without a witness nor a proof at reduced size
 // that contradicts one.
-StageOutcome witness_large(const Stage& full, StageOutcome out, const FullSizeBudget& budget,
-                           const ProverOptions& options) {
+StageOutcome witness_large(const Stage& full, const Stage& reduced, StageOutcome out,
+                           const FullSizeBudget& budget, const ProverOptions& options) {
   std::string why;
-  if (std::optional<std::vector<Finding>> w = witnessed(full, out, budget, why)) {
+  if (std::optional<std::vector<Finding>> w = witnessed(full, reduced, out, budget, why)) {
     out.findings = std::move(*w);
     return out;
   }
@@ -89,7 +97,8 @@ StageOutcome witness_large(const Stage& full, StageOutcome out, const FullSizeBu
     out.queries += again.queries;
     if (again.status == StageStatus::Refuted) {
       std::string why_again;
-      if (std::optional<std::vector<Finding>> w = witnessed(full, again, budget, why_again)) {
+      if (std::optional<std::vector<Finding>> w =
+              witnessed(full, second, again, budget, why_again)) {
         again.findings = std::move(*w);
         again.seconds += out.seconds;
         again.queries = out.queries;
@@ -109,10 +118,20 @@ StageOutcome witness_large(const Stage& full, StageOutcome out, const FullSizeBu
 }
 
 // A refutation at reduced size, confirmed at full size or withdrawn.
-StageOutcome witness(const Stage& full, StageOutcome out, const FullSizeBudget& budget,
-                     const ProverOptions& options) {
+StageOutcome witness(const Stage& full, const Stage& reduced, StageOutcome out,
+                     const FullSizeBudget& budget, const ProverOptions& options) {
   if (full.element_count() > budget.test_elements)
-    return witness_large(full, std::move(out), budget, options);
+    return witness_large(full, reduced, std::move(out), budget, options);
+  // The reduced counterexample lifted to full size, then random values.
+  for (size_t i = 0; i < out.findings.size(); ++i) {
+    const ReducedValues* values = values_of(out, i);
+    if (out.findings[i].kind != "mismatch" || !values) continue;
+    if (std::optional<Finding> f = replay_lifted(full, places_in(full), reduced, *values)) {
+      out.findings = {witnessed_at_full_size(out.findings[i], *f, {}, full.element_count())};
+      out.values.clear();
+      return out;
+    }
+  }
   if (refute_by_testing(full, std::max(options.test_trials, 3), /*aim_at_constants=*/true))
     return out;
   if (full.element_count() <= budget.solve_elements) {
@@ -126,17 +145,55 @@ StageOutcome witness(const Stage& full, StageOutcome out, const FullSizeBudget& 
                  "counterexample may exist only at the reduced size)");
 }
 
+// Up to `count` elements of the target's claimed slice, spread over it, at
+// full size (a reduced stage's stand for the first positions of pieces).
+std::vector<std::vector<int64_t>> spread_elements(const Stage& s, int count) {
+  int64_t n = 1;
+  for (auto [lo, hi] : s.slice) n *= hi - lo;
+  std::vector<std::vector<int64_t>> out;
+  if (n <= 0) return out;
+  for (int k = 0; k < count; ++k) {
+    const int64_t e = count == 1 ? 0 : (n - 1) * k / (count - 1);
+    std::vector<int64_t> full = full_index(s, e);
+    if (out.empty() || out.back() != full) out.push_back(std::move(full));
+  }
+  return out;
+}
+
+// A stage still too large to prove after reduction: tested at full size on
+// the sub-stages some target elements need; a mismatch is a finding with a
+// full-size witness, anything else leaves it unknown.
+StageOutcome probe_large(const Stage& full, const Stage& reduced, StageOutcome out,
+                         const FullSizeBudget& budget) {
+  std::string why;
+  std::optional<Finding> f = probe_at_full_size(
+      full, spread_elements(reduced, budget.probe.elements_tried), budget.probe, why);
+  if (!f) {
+    for (Finding& u : out.findings)
+      if (u.kind == "unknown") u.message += "; tested at full size: " + why;
+    return out;
+  }
+  out.status = StageStatus::Refuted;
+  out.findings = {*f};
+  out.values.clear();
+  return out;
+}
+
 }  // namespace
 
 StageOutcome check_at_full_size(const Stage& full, const Stage& reduced, StageOutcome outcome,
                                 const ProverOptions& options, const FullSizeBudget& budget) {
-  if (!reduced.reduced || !shrunk(reduced)) return outcome;
   const auto start = Clock::now();
   const double before = outcome.seconds;
-  if (outcome.status == StageStatus::Proven)
+  const bool too_large = outcome.status == StageStatus::Unknown &&
+                         reduced.element_count() > options.max_stage_elements;
+  if (!too_large && (!reduced.reduced || !shrunk(reduced))) return outcome;
+  if (too_large)
+    outcome = probe_large(full, reduced, std::move(outcome), budget);
+  else if (outcome.status == StageStatus::Proven)
     outcome = back_proof(full, std::move(outcome), budget, options);
   else if (outcome.status == StageStatus::Refuted)
-    outcome = witness(full, std::move(outcome), budget, options);
+    outcome = witness(full, reduced, std::move(outcome), budget, options);
   else
     return outcome;
   outcome.seconds = std::max(outcome.seconds, before) +

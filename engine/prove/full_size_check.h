@@ -26,6 +26,9 @@ struct FullSizeBudget {
   int64_t solve_elements = 20'000;  // full stages re-proven when testing finds no witness
   int64_t second_piece = 3;         // the backstop's second reduction
   WitnessBudget witness;            // larger refuted stages: the narrowed witness
+  // A stage too large to prove: elements tested at full size on their
+  // sub-stages (smaller and fewer trials: most such stages are correct).
+  WitnessBudget probe{1'000'000, 8, 4};
 };
 
 // `reduced` (already reduced) was decided as `outcome`; `full` is the same

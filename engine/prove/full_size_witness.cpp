@@ -33,44 +33,109 @@ void widen_integer_inputs(Stage& s) {
       s.value_maps[t] = ValueMap{{0, longest}, {0, longest}, 0, 0};
 }
 
+// Where a narrowed stage's leaves sit in the full stage: its tensor's
+// source and the box's origin.
+LeafPlace places_in_narrowed(const NarrowedStage& n) {
+  return [&n](const std::string& name) -> std::optional<std::pair<int, std::vector<int64_t>>> {
+    const std::optional<std::pair<int, std::vector<int64_t>>> at = places_in(n.stage)(name);
+    if (!at || at->first >= static_cast<int>(n.source.size())) return std::nullopt;
+    std::vector<int64_t> index = at->second;
+    const SliceSpec& box = n.box[at->first];
+    for (size_t d = 0; d < index.size() && d < box.size(); ++d) index[d] += box[d].first;
+    return std::make_pair(n.source[at->first], index);
+  };
+}
+
 }  // namespace
 
-std::optional<Finding> full_size_witness(const Stage& full, const Finding& reduced,
+Finding witnessed_at_full_size(const Finding& reduced, const Finding& f,
+                               const std::vector<int64_t>& origin, int64_t size) {
+  Finding out = reduced;
+  out.elements.clear();
+  for (const std::vector<int64_t>& e : f.elements) out.elements.push_back(lifted(e, origin));
+  nlohmann::json differences = f.counterexample.value("differences", nlohmann::json::array());
+  for (nlohmann::json& d : differences)
+    d["element"] = lifted(d["element"].get<std::vector<int64_t>>(), origin);
+  out.counterexample["full_size"] = {
+      {"sub_stage_elements", size},
+      {"differences", differences},
+      {"inputs", f.counterexample.value("inputs", nlohmann::json::object())},
+      {"functions", f.counterexample.value("functions", nlohmann::json::array())}};
+  const size_t open = f.message.rfind(" (");
+  const std::string how = open == std::string::npos
+                              ? std::string("random values")
+                              : f.message.substr(open + 2, f.message.size() - open - 3);
+  out.message += "; replayed at full size: " +
+                 (f.parallel_tensors.empty() ? std::string("a claim") : f.parallel_tensors[0]) +
+                 " differs at " + index_string(out.elements.front()) + " (" + how + ", on the " +
+                 std::to_string(size) + " elements of the stage that element needs)";
+  return out;
+}
+
+std::optional<Finding> full_size_witness(const Stage& full, const Stage& reduced,
+                                         const Finding& finding, const ReducedValues* values,
                                          const WitnessBudget& budget, std::string& why) {
   why = "the finding names no element";
-  for (size_t i = 0; i < reduced.elements.size() && i < static_cast<size_t>(budget.elements_tried);
+  for (size_t i = 0; i < finding.elements.size() && i < static_cast<size_t>(budget.elements_tried);
        ++i) {
-    const std::vector<int64_t>& element = reduced.elements[i];
+    const std::vector<int64_t>& element = finding.elements[i];
     std::string narrowing;
     std::optional<NarrowedStage> n =
         narrow_stage(full, element, budget.narrowed_elements, narrowing);
-    if (n) widen_integer_inputs(n->stage);
     if (!n) {
       why = "element " + index_string(element) + " cannot be narrowed: " + narrowing;
       continue;
     }
     const int64_t size = n->stage.element_count();
+    std::optional<Finding> f;
+    if (values) f = replay_lifted(n->stage, places_in_narrowed(*n), reduced, *values);
+    if (!f) {
+      widen_integer_inputs(n->stage);
+      f = refute_by_testing(n->stage, budget.trials, /*aim_at_constants=*/true);
+    }
+    if (!f) {
+      why = "the lifted counterexample and random values at full size on the " +
+            std::to_string(size) + " elements that " + index_string(element) + " needs agree";
+      continue;
+    }
+    return witnessed_at_full_size(finding, *f, n->origin, size);
+  }
+  return std::nullopt;
+}
+
+std::optional<Finding> probe_at_full_size(const Stage& full,
+                                          const std::vector<std::vector<int64_t>>& elements,
+                                          const WitnessBudget& budget, std::string& why) {
+  why = "no element to test";
+  for (const std::vector<int64_t>& element : elements) {
+    std::string narrowing;
+    std::optional<NarrowedStage> n =
+        narrow_stage(full, element, budget.narrowed_elements, narrowing);
+    if (!n) {
+      why = "element " + index_string(element) + " cannot be narrowed: " + narrowing;
+      continue;
+    }
+    widen_integer_inputs(n->stage);
     const std::optional<Finding> f =
         refute_by_testing(n->stage, budget.trials, /*aim_at_constants=*/true);
     if (!f) {
-      why = "random values at full size on the " + std::to_string(size) + " elements that " +
-            index_string(element) + " needs agree";
+      why = "random values at full size on the sub-stages of " + std::to_string(elements.size()) +
+            " elements agree";
       continue;
     }
-    Finding out = reduced;
+    Finding out = *f;
+    out.stage = "stage " + std::to_string(full.id) + ": " + full.title;
     out.elements.clear();
     for (const std::vector<int64_t>& e : f->elements) out.elements.push_back(lifted(e, n->origin));
-    nlohmann::json differences = f->counterexample.value("differences", nlohmann::json::array());
-    for (nlohmann::json& d : differences)
+    for (nlohmann::json& d : out.counterexample["differences"])
       d["element"] = lifted(d["element"].get<std::vector<int64_t>>(), n->origin);
-    out.counterexample["full_size"] = {
-        {"sub_stage_elements", size},
-        {"differences", differences},
-        {"functions", f->counterexample.value("functions", nlohmann::json::array())}};
-    out.message += "; replayed at full size: " +
-                   (f->parallel_tensors.empty() ? std::string("a claim") : f->parallel_tensors[0]) +
-                   " differs at " + index_string(out.elements.front()) + " (random values on the " +
-                   std::to_string(size) + " elements of the stage that element needs)";
+    out.counterexample["reduced"] = false;
+    out.counterexample["sub_stage_elements"] = n->stage.element_count();
+    out.message = (f->parallel_tensors.empty() ? std::string("a claim") : f->parallel_tensors[0]) +
+                  " differs from " + out.tensor + " at " + index_string(out.elements.front()) +
+                  " (random values at full size on the " +
+                  std::to_string(n->stage.element_count()) +
+                  " elements of the stage that element needs; the stage is too large to prove)";
     return out;
   }
   return std::nullopt;

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "engine/prove/lifted_values.h"
 #include "engine/report/report.h"
 #include "engine/stage/stage.h"
 
@@ -22,10 +24,27 @@ struct WitnessBudget {
   int trials = 12;  // random trials per sub-stage (a trial with a zero denominator is skipped)
 };
 
-// `reduced` is a mismatch finding of `full` (unreduced) at reduced size.
-// Returns it with the elements that fail at full size and a note of the
-// witness, or nullopt and why none was found.
-std::optional<Finding> full_size_witness(const Stage& full, const Finding& reduced,
+// `finding` is a mismatch finding of `full` (unreduced) at reduced size,
+// `reduced` the stage it was found in and `values` (may be null) the values
+// it was found with. Each sub-stage is replayed first on those values lifted
+// to full size (lifted_values.h), then on random values. Returns the finding
+// with the elements that fail at full size and a note of the witness, or
+// nullopt and why none was found.
+std::optional<Finding> full_size_witness(const Stage& full, const Stage& reduced,
+                                         const Finding& finding, const ReducedValues* values,
                                          const WitnessBudget& budget, std::string& why);
+
+// A stage too large to prove even after reduction: each of `elements` (full-size indices of the
+// target) narrowed, and the sub-stage tested on random values at full size. A mismatch there is a
+// finding with a full-size witness; nullopt (and why) otherwise.
+std::optional<Finding> probe_at_full_size(const Stage& full,
+                                          const std::vector<std::vector<int64_t>>& elements,
+                                          const WitnessBudget& budget, std::string& why);
+
+// `reduced` (a finding at reduced size) confirmed by `found`, a finding of a
+// stage whose element e is element e + origin of the full stage's target
+// slice (`size` elements, replayed as `how`).
+Finding witnessed_at_full_size(const Finding& reduced, const Finding& found,
+                               const std::vector<int64_t>& origin, int64_t size);
 
 }  // namespace shardproof

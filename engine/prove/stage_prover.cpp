@@ -12,6 +12,7 @@
 #include "engine/prove/bounded_check.h"
 #include "engine/prove/counterexample.h"
 #include "engine/prove/independent_parts.h"
+#include "engine/prove/lifted_values.h"
 #include "engine/prove/solve_abandonable.h"
 #include "engine/prove/stage_testing.h"
 #include "engine/prove/sweep.h"
@@ -117,9 +118,11 @@ std::optional<StageOutcome> decided_by_testing(const Stage& stage, const ProverO
     // their contradicting lines whole): a concrete mismatch is a witness.
     if (options.test_trials > 0 && elements <= options.max_test_elements) {
       // Testing is all there is here: ids aimed at the stage's bounds too.
-      if (std::optional<Finding> found =
-              refute_by_testing(stage, options.test_trials, /*aim_at_constants=*/true)) {
+      std::shared_ptr<const ReducedValues> values;
+      if (std::optional<Finding> found = refute_by_testing(stage, options.test_trials,
+                                                           /*aim_at_constants=*/true, &values)) {
         out.findings.push_back(*found);
+        out.values = {values};
         out.status = StageStatus::Refuted;
         return out;
       }
@@ -131,8 +134,11 @@ std::optional<StageOutcome> decided_by_testing(const Stage& stage, const ProverO
                                (stage.reduction_note.empty() ? "" : "; " + stage.reduction_note));
   }
   if (options.test_trials > 0) {
-    if (std::optional<Finding> found = refute_by_testing(stage, options.test_trials)) {
+    std::shared_ptr<const ReducedValues> values;
+    if (std::optional<Finding> found =
+            refute_by_testing(stage, options.test_trials, /*aim_at_constants=*/false, &values)) {
       out.findings.push_back(*found);
+      out.values = {values};
       out.status = StageStatus::Refuted;
       return out;
     }
@@ -446,8 +452,51 @@ class Prover {
       out.findings.push_back(f);
       return false;
     }
+    out.values.resize(out.findings.size());
+    out.values.push_back(kept_values(model));
     out.findings.push_back(f);
     return true;
+  }
+
+  // The model's leaves and function tables as exact values (for a lifted
+  // replay at full size); null when one is irrational. Copies only: the
+  // model's context is this solving thread's.
+  std::shared_ptr<const ReducedValues> kept_values(z3::model& model) {
+    auto v = std::make_shared<ReducedValues>();
+    try {
+      std::map<std::string, Rational> leaves;
+      for (unsigned i = 0; i < model.num_consts(); ++i) {
+        const z3::func_decl d = model.get_const_decl(i);
+        try {  // a leaf with no rational value takes 0 below
+          leaves[d.name().str()] = to_rational(model.get_const_interp(d));
+        } catch (const IrrationalValue&) {
+        }
+      }
+      for (const auto& [name, decl] : alg_.functions()) {
+        if (!model.has_interp(decl)) continue;
+        const z3::func_interp fi = model.get_func_interp(decl);
+        for (unsigned e = 0; e < fi.num_entries(); ++e) {
+          const z3::func_entry entry = fi.entry(e);
+          std::vector<Rational> args;
+          for (unsigned a = 0; a < entry.num_args(); ++a) args.push_back(to_rational(entry.arg(a)));
+          v->table[name][args] = to_rational(entry.value());
+        }
+        try {  // a default that is no number: testing's random function instead
+          v->otherwise[name] = to_rational(fi.else_value());
+        } catch (const IrrationalValue&) {
+        }
+      }
+      // A leaf the model leaves free may take any value: 0.
+      v->leaf = [leaves = std::move(leaves)](const std::string& name, DClass) {
+        auto it = leaves.find(name);
+        return it == leaves.end() ? Rational(0) : it->second;
+      };
+    } catch (const IrrationalValue&) {
+      return nullptr;
+    } catch (const z3::exception&) {
+      return nullptr;
+    }
+    return v;
   }
 
   void replay(Finding& f, const ClaimChecks<z3::expr>& claim, const std::vector<int64_t>& differing,

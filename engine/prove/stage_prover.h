@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,8 @@
 #include "engine/stage/stage.h"
 
 namespace shardproof {
+
+struct ReducedValues;  // lifted_values.h
 
 enum class StageStatus { Proven, Refuted, Unknown, InternalError };
 
@@ -21,6 +24,10 @@ struct StageOutcome {
   int64_t queries = 0;            // solver calls made
   bool trivial = false;           // closed by normalisation alone
   double seconds = 0;
+  // The values a reduced-size refutation was found with, by finding (null
+  // or absent: none kept), for a lifted replay at full size
+  // (lifted_values.h). Never stored: a cached outcome has none.
+  std::vector<std::shared_ptr<const ReducedValues>> values;
 };
 
 struct ProverOptions {

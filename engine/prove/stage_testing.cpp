@@ -122,31 +122,16 @@ class HashedFunctions : public FunctionTable {
   }
 };
 
-// Arbitrary fixed functions, with the calls made recorded for the report.
-class RecordingFunctions : public FunctionTable {
- public:
-  Rational call(const std::string& fn, const std::vector<Rational>& args) override {
-    Rational value = inner_.call(fn, args);
-    nlohmann::json a = nlohmann::json::array();
-    for (const Rational& x : args) a.push_back(rational_to_string(x));
-    if (calls_.size() < 32 && seen_.insert(fn + a.dump()).second)
-      calls_.push_back({{"fn", fn}, {"args", a}, {"value", rational_to_string(value)}});
-    return value;
-  }
-  const nlohmann::json& calls() const { return calls_; }
-
- private:
-  HashedFunctions inner_;
-  std::set<std::string> seen_;
-  nlohmann::json calls_ = nlohmann::json::array();
-};
-
 }  // namespace
 
 IntRange int_range(const Stage& stage, const std::string& name) {
+  return int_range(stage.value_maps, name);
+}
+
+IntRange int_range(const std::vector<std::optional<ValueMap>>& maps, const std::string& name) {
   int t = leaf_owner(name);
-  if (t < 0 || t >= static_cast<int>(stage.value_maps.size()) || !stage.value_maps[t]) return {};
-  const ValueMap& m = *stage.value_maps[t];
+  if (t < 0 || t >= static_cast<int>(maps.size()) || !maps[t]) return {};
+  const ValueMap& m = *maps[t];
   if (m.reduced_hi() <= m.reduced_lo()) return {};
   return {m.reduced_lo(), m.reduced_hi()};
 }
@@ -165,66 +150,113 @@ std::vector<std::string> producing_ops(const Stage& stage, const std::vector<int
   return names;
 }
 
-std::optional<Finding> refute_by_testing(const Stage& stage, int trials, bool aim_at_constants) {
+namespace {
+
+// Arbitrary fixed functions, with the calls made recorded for the report.
+class Recording : public FunctionTable {
+ public:
+  explicit Recording(FunctionTable& inner) : inner_(inner) {}
+  Rational call(const std::string& fn, const std::vector<Rational>& args) override {
+    Rational value = inner_.call(fn, args);
+    nlohmann::json a = nlohmann::json::array();
+    for (const Rational& x : args) a.push_back(rational_to_string(x));
+    if (calls_.size() < 32 && seen_.insert(fn + a.dump()).second)
+      calls_.push_back({{"fn", fn}, {"args", a}, {"value", rational_to_string(value)}});
+    return value;
+  }
+  const nlohmann::json& calls() const { return calls_; }
+
+ private:
+  FunctionTable& inner_;
+  std::set<std::string> seen_;
+  nlohmann::json calls_ = nlohmann::json::array();
+};
+
+}  // namespace
+
+std::unique_ptr<FunctionTable> hashed_functions() {
+  return std::make_unique<HashedFunctions>();
+}
+
+std::optional<Finding> refute_with(const Stage& stage,
+                                   const std::function<Rational(const std::string&, DClass)>& leaf,
+                                   FunctionTable& inner, const std::string& how) {
+  Recording functions(inner);
+  ConcreteAlgebra alg(functions, kMaxTestBits);
+  StageValues<ConcreteAlgebra> values;
+  std::vector<ClaimChecks<Rational>> claims;
+  try {
+    values = evaluate_stage<ConcreteAlgebra>(alg, stage, leaf);
+    claims = build_claims(alg, stage, values);
+  } catch (const EvalError&) {
+    return std::nullopt;  // outside the plan's domain (zero denominator, bad index)
+  }
+  std::optional<Finding> found;
+  for (const ClaimChecks<Rational>& claim : claims) {
+    if (!claim.missing.empty()) continue;
+    std::vector<int64_t> differing;
+    for (size_t i = 0; i < claim.checks.size(); ++i)
+      if (claim.checks[i].parallel != claim.checks[i].logical)
+        differing.push_back(static_cast<int64_t>(i));
+    if (differing.empty()) continue;
+    // The first failing claim is the finding; the others fail with it
+    // (a group bug: every member of the group).
+    if (found) {
+      std::vector<std::string> names;
+      for (int t : claim.tensors) names.push_back(stage.tensors[t].name);
+      add_also_failing(*found, names);
+      continue;
+    }
+    Finding& f = found.emplace();
+    f.kind = "mismatch";
+    f.stage = "stage " + std::to_string(stage.id) + ": " + stage.title;
+    f.tensor = stage.tensors[stage.target].name;
+    for (int t : claim.tensors) f.parallel_tensors.push_back(stage.tensors[t].name);
+    f.ops = producing_ops(stage, claim.tensors);
+    if (const std::optional<std::string> at = divergence_op(stage, values, claim.tensors)) {
+      f.ops.erase(std::remove(f.ops.begin(), f.ops.end(), *at), f.ops.end());
+      f.ops.insert(f.ops.begin(), *at);
+    }
+    for (size_t i = 0; i < differing.size() && i < 8; ++i)
+      f.elements.push_back(full_index(stage, differing[i]));
+    f.counterexample = counterexample_json(stage, values, claim, differing);
+    f.counterexample["functions"] = functions.calls();
+    f.message = claim.label + " differs from " + f.tensor + " at " +
+                std::to_string(differing.size()) + " of " + std::to_string(claim.checks.size()) +
+                " checked elements (" + how + ")";
+  }
+  return found;
+}
+
+std::optional<Finding> refute_by_testing(const Stage& stage, int trials, bool aim_at_constants,
+                                         std::shared_ptr<const ReducedValues>* kept) {
   const std::vector<int64_t> near =
       aim_at_constants ? values_near_constants(stage) : std::vector<int64_t>{};
   const IntLeaves int_leaves(stage);
   if (trials > 0 && int_leaves.count() > 0 && !near.empty())
     trials = std::max(trials, std::min(1 + static_cast<int>(near.size()), kMaxNearTrials));
   for (int trial = 0; trial < trials; ++trial) {
-    RecordingFunctions functions;
-    ConcreteAlgebra alg(functions, kMaxTestBits);
-    auto leaf = [&](const std::string& name, DClass cls) {
-      const IntRange ints = int_range(stage, name);
-      if (cls == DClass::Int)
-        if (std::optional<Rational> v =
-                value_near_constant(int_leaves.index(name), trial, ints, near))
-          return *v;
-      return random_value(name, trial, cls, ints);
-    };
-    StageValues<ConcreteAlgebra> values;
-    std::vector<ClaimChecks<Rational>> claims;
-    try {
-      values = evaluate_stage<ConcreteAlgebra>(alg, stage, leaf);
-      claims = build_claims(alg, stage, values);
-    } catch (const EvalError&) {
-      continue;  // outside the plan's domain (zero denominator, bad index): next trial
+    // The trial's values as a function of the leaf alone (deterministic), so
+    // a failing trial's values can be kept without storing them.
+    std::function<Rational(const std::string&, DClass)> leaf =
+        [maps = stage.value_maps, int_leaves, trial, near](const std::string& name, DClass cls) {
+          const IntRange ints = int_range(maps, name);
+          if (cls == DClass::Int)
+            if (std::optional<Rational> v =
+                    value_near_constant(int_leaves.index(name), trial, ints, near))
+              return *v;
+          return random_value(name, trial, cls, ints);
+        };
+    HashedFunctions functions;
+    std::optional<Finding> found =
+        refute_with(stage, leaf, functions, "reduced sizes; found by testing random values");
+    if (!found) continue;
+    if (kept) {
+      auto values = std::make_shared<ReducedValues>();
+      values->leaf = leaf;
+      *kept = std::move(values);
     }
-    std::optional<Finding> found;
-    for (const ClaimChecks<Rational>& claim : claims) {
-      if (!claim.missing.empty()) continue;
-      std::vector<int64_t> differing;
-      for (size_t i = 0; i < claim.checks.size(); ++i)
-        if (claim.checks[i].parallel != claim.checks[i].logical)
-          differing.push_back(static_cast<int64_t>(i));
-      if (differing.empty()) continue;
-      // The first failing claim is the finding; the others fail with it
-      // (a group bug: every member of the group).
-      if (found) {
-        std::vector<std::string> names;
-        for (int t : claim.tensors) names.push_back(stage.tensors[t].name);
-        add_also_failing(*found, names);
-        continue;
-      }
-      Finding& f = found.emplace();
-      f.kind = "mismatch";
-      f.stage = "stage " + std::to_string(stage.id) + ": " + stage.title;
-      f.tensor = stage.tensors[stage.target].name;
-      for (int t : claim.tensors) f.parallel_tensors.push_back(stage.tensors[t].name);
-      f.ops = producing_ops(stage, claim.tensors);
-      if (const std::optional<std::string> at = divergence_op(stage, values, claim.tensors)) {
-        f.ops.erase(std::remove(f.ops.begin(), f.ops.end(), *at), f.ops.end());
-        f.ops.insert(f.ops.begin(), *at);
-      }
-      for (size_t i = 0; i < differing.size() && i < 8; ++i)
-        f.elements.push_back(full_index(stage, differing[i]));
-      f.counterexample = counterexample_json(stage, values, claim, differing);
-      f.counterexample["functions"] = functions.calls();
-      f.message = claim.label + " differs from " + f.tensor + " at " +
-                  std::to_string(differing.size()) + " of " + std::to_string(claim.checks.size()) +
-                  " checked elements (reduced sizes; found by testing random values)";
-    }
-    if (found) return found;
+    return found;
   }
   return std::nullopt;
 }

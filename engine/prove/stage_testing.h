@@ -6,13 +6,18 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "engine/prove/lifted_values.h"
 #include "engine/report/report.h"
 #include "engine/stage/stage.h"
 
 namespace shardproof {
+
+class FunctionTable;  // engine/ops/algebra.h
 
 // Positions a leaf's integer values point into, [lo, hi) in the tensor's
 // own values: from shape reduction's value map, so random ids spread over
@@ -23,6 +28,7 @@ struct IntRange {
 // The range of integer leaf "L<t>_<i>" / "P<t>_<i>" ({0, 2} when the stage
 // says nothing about it).
 IntRange int_range(const Stage& stage, const std::string& name);
+IntRange int_range(const std::vector<std::optional<ValueMap>>& maps, const std::string& name);
 
 // The parallel ops the given stage tensors depend on, nearest first.
 std::vector<std::string> producing_ops(const Stage& stage, const std::vector<int>& tensors);
@@ -32,7 +38,20 @@ std::vector<std::string> producing_ops(const Stage& stage, const std::vector<int
 // With `aim_at_constants` (a stage the solver cannot take), trials are
 // added in which integer inputs take the values next to the stage's integer
 // constants (an off-by-one shard bound shows on one id in 10^5).
+// `values`, when given, receives the values of the failing trial (for a
+// lifted replay at full size, lifted_values.h).
 std::optional<Finding> refute_by_testing(const Stage& stage, int trials,
-                                         bool aim_at_constants = false);
+                                         bool aim_at_constants = false,
+                                         std::shared_ptr<const ReducedValues>* values = nullptr);
+
+// One concrete run of `stage` on `leaf`'s values and `functions`: the
+// mismatch finding of its first failing claim (`how` ends its message), or
+// nullopt when every claim holds or the run leaves the plan's domain.
+std::optional<Finding> refute_with(const Stage& stage,
+                                   const std::function<Rational(const std::string&, DClass)>& leaf,
+                                   FunctionTable& functions, const std::string& how);
+
+// Testing's fixed random functions (a hash of name and arguments).
+std::unique_ptr<FunctionTable> hashed_functions();
 
 }  // namespace shardproof

@@ -141,6 +141,21 @@ class AxisLines {
     }
   }
 
+  // Breaks the products of `roots` (lines a boundary cuts through a minor
+  // block of, LineMaps::cut_products): each becomes a plain line kept at
+  // full size, as a line with two products of different minor sizes is,
+  // and so do its factors (a reshape between them keeps its shape rule);
+  // the other lines of the tensors involved still reduce.
+  void break_products(const std::set<int>& roots) {
+    for (const Product& p : products_)
+      if (p.whole >= 0 && roots.count(find(p.whole).first))
+        for (int factor : {p.major, p.minor}) frozen_axes_.insert(factor);
+    for (int root : roots) {
+      broken_.insert(root);
+      product_of_line_.erase(root);
+    }
+  }
+
   // The product that defines a line, or nullptr for a plain line.
   const Product* product_of(int root) const {
     auto it = product_of_line_.find(root);

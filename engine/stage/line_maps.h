@@ -48,23 +48,32 @@ class LineMaps {
       bounds_[root].insert(offset + lines.length(a));
     }
     // Push product-line boundaries down to their major lines (repeatedly,
-    // for nested products).
+    // for nested products). A boundary inside a minor block (a slice of two
+    // heads out of a group of four) has no major position: the line is
+    // *cut*, and the caller breaks its product (AxisLines::break_products)
+    // and lays the lines out again.
     for (bool changed = true; changed;) {
       changed = false;
       for (auto& [root, set] : bounds_) {
         const AxisLines::Product* p = lines.product_of(root);
-        if (!p) continue;
+        if (!p || cut_.count(root)) continue;
         auto [major_root, major_offset] = lines.find(p->major);
         int64_t whole_offset = lines.find(p->whole).second;
         int64_t m = lines.length(p->minor);
         for (int64_t b : set) {
-          if ((b - whole_offset) % m != 0)
-            throw std::logic_error("a boundary cuts through a reshaped dimension");
+          if ((b - whole_offset) % m != 0) {
+            cut_.insert(root);
+            break;
+          }
           changed |= bounds_[major_root].insert(major_offset + (b - whole_offset) / m).second;
         }
       }
     }
   }
+
+  // Product lines a boundary cuts through a minor block of; any makes this
+  // layout unusable (map() would be wrong on them).
+  const std::set<int>& cut_products() const { return cut_; }
 
   // Lays out every line: pieces of frozen lines keep their length, others
   // min(length, cap) with cap from `caps` (default `piece`). May be called again.
@@ -161,6 +170,7 @@ class LineMaps {
   std::map<int, std::set<int64_t>> bounds_;
   std::map<int, LineMap> plain_;
   std::set<int> frozen_;
+  std::set<int> cut_;
   mutable std::map<std::tuple<int, int64_t, int>, int64_t> product_memo_;
 };
 

@@ -1,8 +1,10 @@
 #include "engine/stage/narrowing_rules.h"
 #include "engine/stage/boxes.h"
 
+#include <optional>
 #include <set>
 
+#include "engine/core/tensor.h"
 #include "engine/ops/op_registry.h"
 #include "engine/stage/demanded_region.h"
 
@@ -112,6 +114,49 @@ NarrowedOp random_op(const AttrMap& attrs, const Shape& shape, const SliceSpec& 
   return n;
 }
 
+// The smallest range [lo, hi) of flat (row-major) positions of `shape`
+// holding [lo, hi) that is a box: leading dims at one index, one dim a
+// range, the trailing dims whole.
+std::pair<int64_t, int64_t> flat_box(const Shape& shape, int64_t lo, int64_t hi) {
+  int64_t stride = 1;
+  for (size_t k = shape.size(); k-- > 0;) {
+    const int64_t block = stride * shape[k];
+    const int64_t l = lo / stride * stride, h = (hi + stride - 1) / stride * stride;
+    if (l / block == (h - 1) / block) return {l, h};
+    stride = block;
+  }
+  return {0, stride};
+}
+
+SliceSpec box_of_range(const Shape& shape, int64_t lo, int64_t hi) {
+  const std::vector<int64_t> first = unflatten(shape, lo), last = unflatten(shape, hi - 1);
+  SliceSpec box;
+  for (size_t d = 0; d < shape.size(); ++d) box.push_back({first[d], last[d] + 1});
+  return box;
+}
+
+// reshape keeps the row-major order: a run of flat positions that is a box
+// of both shapes is the same elements in the same order on both sides, so
+// the narrowed op is a reshape of the operand's box. The demand's flat hull
+// is widened until it is a box of both (a single element, a row: exact).
+std::optional<NarrowedOp> reshape_op(const AttrMap& attrs, const Shape& in, const Shape& out,
+                                     const SliceSpec& demand) {
+  if (demand.size() != out.size() || empty_box(demand) || element_count(out) == 0)
+    return std::nullopt;
+  std::vector<int64_t> first, last;
+  for (auto [lo, hi] : demand) first.push_back(lo), last.push_back(hi - 1);
+  int64_t lo = flat_index(out, first), hi = flat_index(out, last) + 1;
+  for (;;) {
+    const auto [a, b] = flat_box(out, lo, hi);
+    const auto [c, d] = flat_box(in, a, b);
+    if (c == lo && d == hi) break;
+    lo = c, hi = d;
+  }
+  NarrowedOp n{"reshape", attrs, {box_of_range(out, lo, hi)}, {box_of_range(in, lo, hi)}};
+  n.attrs["shape"] = Attr::of_int_list(box_sizes(n.out[0]));
+  return n;
+}
+
 }  // namespace
 
 NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vector<TensorInfo>& in,
@@ -128,6 +173,13 @@ NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vec
   const Shape& shape = out[0].shape;
   const SliceSpec r = widened(op, attrs, in, shape, demand);
   if (op == "random") return checked(random_op(attrs, shape, r), in, out, whole);
+  // A reshape has two rules: trailing dims it leaves alone (a column stays
+  // a column) and flat runs (an element of a reshape that mixes every dim
+  // stays an element); the one reading less of the operand is used.
+  std::optional<NarrowedOp> flat_run;
+  if (op == "reshape" && in.size() == 1)
+    if (std::optional<NarrowedOp> f = reshape_op(attrs, in[0].shape, shape, demand))
+      flat_run = checked(std::move(*f), in, out, whole);
   NarrowedOp n{op, attrs, std::vector<SliceSpec>(out.size(), r), {}};
   if (by_demand_rules(op)) {
     if (op == "matmul" && (shape.size() < 2 || in[0].shape.size() < 2 || in[1].shape.size() < 2))
@@ -169,7 +221,11 @@ NarrowedOp narrow_op(const std::string& op, const AttrMap& attrs, const std::vec
     n.attrs["start"] = Attr::of_int(0);
     n.attrs["end"] = Attr::of_int(r[d].second - r[d].first);
   }
-  return checked(std::move(n), in, out, whole);
+  NarrowedOp trailing = checked(std::move(n), in, out, whole);
+  if (flat_run &&
+      element_count(box_sizes(flat_run->in[0])) < element_count(box_sizes(trailing.in[0])))
+    return *flat_run;
+  return trailing;
 }
 
 }  // namespace shardproof

@@ -106,7 +106,13 @@ int attempt(const Stage& original, const Restrictions& restrictions, int64_t pie
   PositionFacts facts = position_facts(original);
   relate_stage(original, restrictions, lines, facts);
   lines.resolve_products();
-  LineMaps maps(lines);
+  std::optional<LineMaps> laid_out;
+  for (;;) {
+    laid_out.emplace(lines);
+    if (laid_out->cut_products().empty()) break;
+    lines.break_products(laid_out->cut_products());
+  }
+  LineMaps& maps = *laid_out;
   PositionLines positions(original, lines, maps, facts);
   layout(lines, positions, piece, maps);
   std::map<int, int64_t> constants = positions.constants(maps, opaque);
