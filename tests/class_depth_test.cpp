@@ -9,26 +9,14 @@
 #include "engine/classes/class_verifier.h"
 #include "engine/format/plan_parser.h"
 #include "planner/planner.h"
+#include "tests/compact_support.h"
 #include "tests/planner_support.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
 namespace {
 
-// Verified per class; `counts` says how many batches were reused.
-Report by_classes(const nlohmann::json& plan, ClassRunCounts* counts = nullptr, int jobs = 2) {
-  ParseResult r =
-      parse_plan_text(plan.dump(1), "plan.json", "", ParseOptions{ParseOptions::Compact::Classes});
-  if (!r.plan) {
-    Report bad;
-    bad.verdict = Verdict::Invalid;
-    bad.invalid = r.error;
-    return bad;
-  }
-  VerifyOptions options;
-  options.jobs = jobs;
-  return verify_by_classes(*r.plan, options, counts);
-}
+using testing::by_classes;
 
 bool mentions(const Report& r, const std::string& text) {
   for (const Finding& f : r.findings) {

@@ -16,12 +16,17 @@
 #include "engine/format/plan_parser.h"
 #include "engine/verifier.h"
 #include "planner/planner.h"
+#include "tests/compact_support.h"
 #include "tests/graph_text.h"
 #include "tests/planner_support.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
 namespace {
+
+using testing::by_classes;
+using testing::compact;
+using testing::expect_same_plan;
 
 using nlohmann::json;
 using planner::PlanConfig;
@@ -35,39 +40,6 @@ PlanConfig edp(int dp, int ep, void (*edit)(PlanConfig&) = nullptr) {
   return c;
 }
 
-PlanConfig compact(PlanConfig c) {
-  c.compact = true;
-  return c;
-}
-
-Report by_classes(const json& plan) {
-  ParseResult r =
-      parse_plan_text(plan.dump(1), "plan.json", "", ParseOptions{ParseOptions::Compact::Classes});
-  if (!r.plan) {
-    Report bad;
-    bad.verdict = Verdict::Invalid;
-    bad.invalid = r.error;
-    return bad;
-  }
-  VerifyOptions options;
-  options.jobs = 2;
-  return verify_plan(*r.plan, options);
-}
-
-void expect_same_plan(const PlanConfig& c) {
-  const json v1 = planner::generate_plan(kTiny, c);
-  const json cc = planner::generate_plan(kTiny, compact(c));
-  EXPECT_EQ(v1["name"], cc["name"]);
-  EXPECT_EQ(v1["meta"], cc["meta"]);
-  Plan a = testing::parse(v1), b = testing::parse(cc);
-  EXPECT_EQ(a.parallel.ops.size(), b.parallel.ops.size()) << v1["name"];
-  EXPECT_EQ(a.parallel.tensors.size(), b.parallel.tensors.size()) << v1["name"];
-  EXPECT_EQ(testing::first_difference(testing::graph_by_name(a.parallel),
-                                      testing::graph_by_name(b.parallel)),
-            "")
-      << v1["name"] << " (v1 / expansion)";
-}
-
 // Every kind the compact form writes, on ep groups of 2 and 4, edp groups
 // of 2 and 4.
 TEST(MoeEdpCompact, ExpansionIsTheV1Plan) {
@@ -77,19 +49,20 @@ TEST(MoeEdpCompact, ExpansionIsTheV1Plan) {
         PlanConfig c = edp(4, 2);
         c.tp = tp, c.microbatches = mb, c.pp = pp;
         c.optimizer = (tp + mb + pp) % 2 ? "adam" : "sgd";
-        expect_same_plan(c);
+        expect_same_plan(kTiny, c);
       }
-  expect_same_plan(edp(8, 2));
-  expect_same_plan(edp(8, 4, [](PlanConfig& c) { c.microbatches = 2; }));
-  expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.batch = 8; }));
-  expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.zero = 1, c.tp = 2; }));
-  expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.zero = 2, c.microbatches = 2; }));
-  expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.zero = 2, c.tp = 2, c.pp = 2; }));
-  expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.sp = true, c.tp = 2; }));
-  expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.bias = true, c.tp = 2; }));
-  expect_same_plan(edp(4, 2, [](PlanConfig& c) { c.tie_embeddings = true; }));
-  expect_same_plan(
-      edp(4, 2, [](PlanConfig& c) { c.layers = 4, c.pp = 2, c.vpp = 2, c.microbatches = 2; }));
+  expect_same_plan(kTiny, edp(8, 2));
+  expect_same_plan(kTiny, edp(8, 4, [](PlanConfig& c) { c.microbatches = 2; }));
+  expect_same_plan(kTiny, edp(4, 2, [](PlanConfig& c) { c.batch = 8; }));
+  expect_same_plan(kTiny, edp(4, 2, [](PlanConfig& c) { c.zero = 1, c.tp = 2; }));
+  expect_same_plan(kTiny, edp(4, 2, [](PlanConfig& c) { c.zero = 2, c.microbatches = 2; }));
+  expect_same_plan(kTiny, edp(4, 2, [](PlanConfig& c) { c.zero = 2, c.tp = 2, c.pp = 2; }));
+  expect_same_plan(kTiny, edp(4, 2, [](PlanConfig& c) { c.sp = true, c.tp = 2; }));
+  expect_same_plan(kTiny, edp(4, 2, [](PlanConfig& c) { c.bias = true, c.tp = 2; }));
+  expect_same_plan(kTiny, edp(4, 2, [](PlanConfig& c) { c.tie_embeddings = true; }));
+  expect_same_plan(kTiny, edp(4, 2, [](PlanConfig& c) {
+                     c.layers = 4, c.pp = 2, c.vpp = 2, c.microbatches = 2;
+                   }));
 }
 
 // The mesh and the groups of the expert mesh, as the compact file says them.
@@ -177,7 +150,7 @@ class MoeEdpCompactBug : public ::testing::TestWithParam<BugCase> {};
 TEST_P(MoeEdpCompactBug, FoundAtItsTensorAsInTheV1Plan) {
   PlanConfig c = GetParam().config;
   c.bug = GetParam().bug;
-  expect_same_plan(c);
+  expect_same_plan(kTiny, c);
   const json plan = planner::generate_plan(kTiny, compact(c));
   Report a = testing::verify_json(planner::generate_plan(kTiny, c), "edp-v1-" + c.bug);
   Report b = by_classes(plan);

@@ -14,12 +14,16 @@
 
 #include "engine/format/plan_parser.h"
 #include "planner/planner.h"
+#include "tests/compact_support.h"
 #include "tests/graph_text.h"
 #include "tests/planner_support.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
 namespace {
+
+using testing::compact;
+using testing::expect_same_plan;
 
 using nlohmann::json;
 using planner::PlanConfig;
@@ -36,11 +40,6 @@ PlanConfig vpp2(int dp, int ep, int tp, void (*edit)(PlanConfig&) = nullptr) {
   c.vpp = 2;
   c.ep = ep;
   if (edit) edit(c);
-  return c;
-}
-
-PlanConfig compact(PlanConfig c) {
-  c.compact = true;
   return c;
 }
 
@@ -77,21 +76,6 @@ TEST(MoeVpp, SendWrongChunkIsFound) {
   expect_bug_found("moe-tiny", vpp2(1, 1, 1), "moe-vpp-bug");
   expect_bug_found("moe-tiny", vpp2(4, 2, 1), "moe-vpp-edp-bug");
   expect_bug_found("moe-tiny", compact(vpp2(2, 2, 2)), "moe-vpp-compact-bug");
-}
-
-// The expansion of the compact plan is the v1 plan: same tensors, ops,
-// claims, groups (the wrap-around send included).
-void expect_same_plan(const std::string& model, const PlanConfig& c) {
-  const json v1 = planner::generate_plan(model, c);
-  const json cc = planner::generate_plan(model, compact(c));
-  ASSERT_EQ(cc["format"], "shardproof-plan/1.1");
-  EXPECT_EQ(v1["meta"], cc["meta"]);
-  Plan a = testing::parse(v1), b = testing::parse(cc);
-  EXPECT_EQ(a.parallel.ops.size(), b.parallel.ops.size()) << v1["name"];
-  EXPECT_EQ(testing::first_difference(testing::graph_by_name(a.parallel),
-                                      testing::graph_by_name(b.parallel)),
-            "")
-      << v1["name"];
 }
 
 TEST(CompactVpp, ExpansionIsTheV1Plan) {

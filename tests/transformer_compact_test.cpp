@@ -10,12 +10,16 @@
 
 #include "engine/format/plan_parser.h"
 #include "planner/planner.h"
+#include "tests/compact_support.h"
 #include "tests/graph_text.h"
 #include "tests/planner_support.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
 namespace {
+
+using testing::compact;
+using testing::expect_same_plan;
 
 using testing::first_finding;
 using testing::parse;
@@ -24,28 +28,6 @@ planner::PlanConfig tiny(int layers, int dp, int tp, int pp, int mb, bool adam =
   planner::PlanConfig c = testing::transformer_config(layers, dp, tp, pp, mb);
   c.optimizer = adam ? "adam" : "sgd";
   return c;
-}
-
-planner::PlanConfig compact(planner::PlanConfig c) {
-  c.compact = true;
-  return c;
-}
-
-void expect_same_plan(const std::string& model, const planner::PlanConfig& c) {
-  nlohmann::json v1 = planner::generate_plan(model, c);
-  nlohmann::json cc = planner::generate_plan(model, compact(c));
-  ASSERT_EQ(v1["format"], "shardproof-plan/1");
-  ASSERT_EQ(cc["format"], "shardproof-plan/1.1");
-  EXPECT_EQ(v1["name"], cc["name"]);
-  EXPECT_EQ(v1["meta"], cc["meta"]);
-  EXPECT_EQ(v1["logical"], cc["logical"]);
-  Plan a = parse(v1), b = parse(cc);
-  EXPECT_EQ(a.parallel.ops.size(), b.parallel.ops.size()) << v1["name"];
-  EXPECT_EQ(a.parallel.tensors.size(), b.parallel.tensors.size()) << v1["name"];
-  EXPECT_EQ(testing::first_difference(testing::graph_by_name(a.parallel),
-                                      testing::graph_by_name(b.parallel)),
-            "")
-      << v1["name"] << " (v1 / expansion)";
 }
 
 // Every dp, tp, pp and micro-batch count in {1, 2} on one and two layers,

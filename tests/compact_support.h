@@ -1,0 +1,58 @@
+// Helpers for tests of the compact form (shardproof-plan/1.1): a config's
+// compact twin, the check that the compact plan denotes the v1 plan, and
+// verification per coordinate class.
+#pragma once
+
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/classes/class_verifier.h"
+#include "engine/format/plan_parser.h"
+#include "planner/planner.h"
+#include "tests/graph_text.h"
+#include "tests/test_support.h"
+
+namespace shardproof::testing {
+
+inline planner::PlanConfig compact(planner::PlanConfig c) {
+  c.compact = true;
+  return c;
+}
+
+// The expansion of the compact plan is the v1 plan: same name, meta,
+// logical graph, tensors, ops, claims and groups.
+inline void expect_same_plan(const std::string& model, const planner::PlanConfig& c) {
+  nlohmann::json v1 = planner::generate_plan(model, c);
+  nlohmann::json cc = planner::generate_plan(model, compact(c));
+  ASSERT_EQ(v1["format"], "shardproof-plan/1");
+  ASSERT_EQ(cc["format"], "shardproof-plan/1.1");
+  EXPECT_EQ(v1["name"], cc["name"]);
+  EXPECT_EQ(v1["meta"], cc["meta"]);
+  EXPECT_EQ(v1["logical"], cc["logical"]);
+  Plan a = parse(v1), b = parse(cc);
+  EXPECT_EQ(a.parallel.ops.size(), b.parallel.ops.size()) << v1["name"];
+  EXPECT_EQ(a.parallel.tensors.size(), b.parallel.tensors.size()) << v1["name"];
+  EXPECT_EQ(first_difference(graph_by_name(a.parallel), graph_by_name(b.parallel)), "")
+      << v1["name"] << " (v1 / expansion)";
+}
+
+// Verified per class (even when small enough to expand); `counts` says how
+// many batches were reused.
+inline Report by_classes(const nlohmann::json& plan, ClassRunCounts* counts = nullptr,
+                         int jobs = 2) {
+  ParseResult r =
+      parse_plan_text(plan.dump(1), "plan.json", "", ParseOptions{ParseOptions::Compact::Classes});
+  if (!r.plan) {
+    Report bad;
+    bad.verdict = Verdict::Invalid;
+    bad.invalid = r.error;
+    return bad;
+  }
+  VerifyOptions options;
+  options.jobs = jobs;
+  return verify_by_classes(*r.plan, options, counts);
+}
+
+}  // namespace shardproof::testing
