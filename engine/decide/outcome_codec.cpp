@@ -107,6 +107,9 @@ struct NamedTable {
 };
 constexpr NamedTable kNamedTables[] = {{"inputs", is_logical_input}, {"parts", is_part}};
 
+// The counterexample's full-size replay: a counterexample of its own.
+constexpr const char* kFullSizeKey = "full_size";
+
 const NamedTable* named_table(const std::string& key) {
   for (const NamedTable& t : kNamedTables)
     if (key == t.key) return &t;
@@ -120,6 +123,11 @@ json encode_counterexample(const StageNames& names, const json& cx) {
   }
   json out = json::object();
   for (const auto& [key, value] : cx.items()) {
+    // The full-size replay (full_size_witness.cpp) holds tables of its own.
+    if (key == kFullSizeKey && value.is_object()) {
+      out[key] = encode_counterexample(names, value);
+      continue;
+    }
     const NamedTable* table = named_table(key);
     if (table == nullptr || !value.is_object()) {
       if (names.mentioned_in(key)) throw NotEncodable{};
@@ -198,6 +206,10 @@ json decode_counterexample(const Stage& stage, const json& cx) {
   if (!cx.is_object()) return cx;
   json out = json::object();
   for (const auto& [key, value] : cx.items()) {
+    if (key == kFullSizeKey && value.is_object()) {
+      out[key] = decode_counterexample(stage, value);
+      continue;
+    }
     const NamedTable* table = named_table(key);
     if (table == nullptr || !value.is_object()) {
       out[key] = value;

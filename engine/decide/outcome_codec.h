@@ -16,7 +16,7 @@ namespace shardproof {
 
 // Part of every encoding: bytes of another version never decode. Bump it
 // (or kEngineVersion) whenever the form below changes.
-constexpr int kOutcomeCodecVersion = 2;  // 2: a finding's also_failing
+constexpr int kOutcomeCodecVersion = 3;  // 2: a finding's also_failing; 3: full_size tables
 
 // nullopt when the outcome is not definite (unknown, internal error) or a
 // finding cannot be written without names (a name that two stage tensors

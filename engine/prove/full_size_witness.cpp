@@ -65,9 +65,11 @@ Finding witnessed_at_full_size(const Finding& reduced, const Finding& f,
   const std::string how = open == std::string::npos
                               ? std::string("random values")
                               : f.message.substr(open + 2, f.message.size() - open - 3);
-  out.message += "; replayed at full size: " +
-                 (f.parallel_tensors.empty() ? std::string("a claim") : f.parallel_tensors[0]) +
-                 " differs at " + index_string(out.elements.front()) + " (" + how + ", on the " +
+  // The claim is named at the message's start; naming it again here would
+  // keep the finding out of the verdict store (outcome_codec.cpp stores no
+  // message that quotes a name past its label).
+  out.message += "; replayed at full size: the claim differs at " +
+                 index_string(out.elements.front()) + " (" + how + ", on the " +
                  std::to_string(size) + " elements of the stage that element needs)";
   return out;
 }
