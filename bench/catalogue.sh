@@ -17,7 +17,6 @@ FAMILIES="${FAMILIES:-mlp llama3-tiny moe-tiny}"
 DEPTH="${DEPTH:-}"
 JOBS="${JOBS:-2}"
 source "$root/bench/lib.sh"
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 # Base configurations, smallest first (the candidates of the verify tests).
 bases_for() {

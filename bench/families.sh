@@ -38,7 +38,6 @@ verify_flags=(--quiet --format json)
 "$cli" verify --help 2>&1 | grep -q -- --no-cache && verify_flags+=(--no-cache)
 
 source "$root/bench/lib.sh"
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 echo "| plan | ops (logical/parallel) | plan MB | generate s | stages | distinct | solved | verify s | peak MiB | verdict |"
 echo "|---|---|---|---|---|---|---|---|---|---|"

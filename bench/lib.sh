@@ -7,3 +7,4 @@ print(d)' "$1" "$2"
 }
 
 now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }  # seconds from now() $1 to $2

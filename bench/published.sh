@@ -22,7 +22,6 @@ JOBS="${JOBS:-1}"
 TIMEOUT="${TIMEOUT:-900}"
 FAMILIES="${FAMILIES:-llama3-8b llama3-70b deepseek-v3 mlp}"
 source "$root/bench/lib.sh"
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 # Correct plans: the parallelism kinds each family has, at its published
 # sizes (llama3: seq 8192; deepseek-v3: seq 4096, its first MoE layer is

@@ -46,6 +46,22 @@ LeafPlace places_in_narrowed(const NarrowedStage& n) {
   };
 }
 
+// The part of `full` that `element` needs; `why` says why there is none.
+std::optional<NarrowedStage> narrowed_for(const Stage& full, const std::vector<int64_t>& element,
+                                          const WitnessBudget& budget, std::string& why) {
+  std::string narrowing;
+  std::optional<NarrowedStage> n = narrow_stage(full, element, budget.narrowed_elements, narrowing);
+  if (!n) why = "element " + index_string(element) + " cannot be narrowed: " + narrowing;
+  return n;
+}
+
+// Random values on a narrowed stage, its integer inputs over their whole
+// range.
+std::optional<Finding> random_at_full_size(NarrowedStage& n, const WitnessBudget& budget) {
+  widen_integer_inputs(n.stage);
+  return refute_by_testing(n.stage, budget.trials, /*aim_at_constants=*/true);
+}
+
 }  // namespace
 
 Finding witnessed_at_full_size(const Finding& reduced, const Finding& f,
@@ -81,20 +97,12 @@ std::optional<Finding> full_size_witness(const Stage& full, const Stage& reduced
   for (size_t i = 0; i < finding.elements.size() && i < static_cast<size_t>(budget.elements_tried);
        ++i) {
     const std::vector<int64_t>& element = finding.elements[i];
-    std::string narrowing;
-    std::optional<NarrowedStage> n =
-        narrow_stage(full, element, budget.narrowed_elements, narrowing);
-    if (!n) {
-      why = "element " + index_string(element) + " cannot be narrowed: " + narrowing;
-      continue;
-    }
+    std::optional<NarrowedStage> n = narrowed_for(full, element, budget, why);
+    if (!n) continue;
     const int64_t size = n->stage.element_count();
     std::optional<Finding> f;
     if (values) f = replay_lifted(n->stage, places_in_narrowed(*n), reduced, *values);
-    if (!f) {
-      widen_integer_inputs(n->stage);
-      f = refute_by_testing(n->stage, budget.trials, /*aim_at_constants=*/true);
-    }
+    if (!f) f = random_at_full_size(*n, budget);
     if (!f) {
       why = "the lifted counterexample and random values at full size on the " +
             std::to_string(size) + " elements that " + index_string(element) + " needs agree";
@@ -110,16 +118,9 @@ std::optional<Finding> probe_at_full_size(const Stage& full,
                                           const WitnessBudget& budget, std::string& why) {
   why = "no element to test";
   for (const std::vector<int64_t>& element : elements) {
-    std::string narrowing;
-    std::optional<NarrowedStage> n =
-        narrow_stage(full, element, budget.narrowed_elements, narrowing);
-    if (!n) {
-      why = "element " + index_string(element) + " cannot be narrowed: " + narrowing;
-      continue;
-    }
-    widen_integer_inputs(n->stage);
-    const std::optional<Finding> f =
-        refute_by_testing(n->stage, budget.trials, /*aim_at_constants=*/true);
+    std::optional<NarrowedStage> n = narrowed_for(full, element, budget, why);
+    if (!n) continue;
+    const std::optional<Finding> f = random_at_full_size(*n, budget);
     if (!f) {
       why = "random values at full size on the sub-stages of " + std::to_string(elements.size()) +
             " elements agree";
