@@ -16,6 +16,7 @@ packages=(
   ccache  # rebuilds of the same sources (a second checkout, CI after a session) are cache hits
   libz3-dev libgmp-dev liblmdb-dev libxxhash-dev libuv1-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev googletest
+  libjemalloc-dev  # the executables' allocator (CMakeLists.txt, SHARDPROOF_JEMALLOC)
   libsodium-dev  # the cache's record MACs (cache/cache_key.h)
   libhiredis-dev redis-server  # the shared cache on Redis (cache/remote_store.h) and its tests
   clang libclang-rt-14-dev  # libFuzzer and the sanitizer build (fuzz/, scripts/test.sh)
