@@ -498,7 +498,18 @@ class Builder {
   // transformer_clip.cpp: --clip, then every pending step.
   void finish_updates();
   void clip_gradients();
+  void clip_gradients_compact();
+  // Which ranks holding a piece count it in the norm: none, all, tp rank 0
+  // (a piece replicated over tp), the first rank of each kv head's replicas.
+  enum class NormShare { None, All, FirstTp, FirstKvReplica };
+  NormShare norm_share(const PendingStep& u) const;
   bool norm_counts(const PendingStep& u) const;
+  // The piece's square and its sum (claimed over the piece's box).
+  std::string piece_sum_of_squares(const PendingStep& u);
+  // sqrt, 1 / (norm + eps), min with 1 on x's rank; returns the coefficient.
+  std::string clip_coefficient(const Coord& x, const std::string& ss);
+  // Every pending piece's gradient times its rank's coefficient.
+  void clip_pieces();
   std::vector<int> norm_group(const Coord& x, bool expert) const;
   std::string norm_tensor(const Coord& x, const std::string& local, const std::string& logical,
                           const SymSlice& slice, std::vector<SymClaim::Over> over = {});

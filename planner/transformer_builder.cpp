@@ -24,18 +24,26 @@ std::string resid(int i) {
   return "x" + str(i);
 }
 
+namespace {
+
+std::string stage_text(int p) {
+  return p == kEveryStage ? Ix::axis("pp").text() : str(p);
+}
+
+}  // namespace
+
 std::string Builder::at_rank(const Coord& x, const std::string& name) const {
   if (s.logical) return name;
   std::string prefix = "dp" + x.d.text();
   if (s.cp > 1) prefix += ".cp" + x.c.text();
-  return prefix + ".tp" + x.t.text() + ".pp" + str(x.p) + "." + name;
+  return prefix + ".tp" + x.t.text() + ".pp" + stage_text(x.p) + "." + name;
 }
 
 std::string Builder::at(const Coord& x, const std::string& name) const {
   if (s.logical) return name;
   std::string prefix = "dp" + x.d.text();
   if (s.cp > 1) prefix += ".cp" + x.c.text();
-  return prefix + ".tp" + x.t.text() + ".pp" + str(x.p) + ".mb" + x.m.text() + "." + name;
+  return prefix + ".tp" + x.t.text() + ".pp" + stage_text(x.p) + ".mb" + x.m.text() + "." + name;
 }
 
 std::vector<Coord> Builder::devices(int p) const {

@@ -42,16 +42,30 @@ void Builder::finish_updates() {
   pending_.clear();
 }
 
-bool Builder::norm_counts(const PendingStep& u) const {
-  if (s.logical) return true;
-  if (u.tied_copy) return false;
+Builder::NormShare Builder::norm_share(const PendingStep& u) const {
+  if (s.logical) return NormShare::All;
+  if (u.tied_copy) return NormShare::None;
   // Bug: every tp rank counts what it holds, replicas included.
-  if (s.bug("clip-norm-replicated-counted-tp")) return true;
+  if (s.bug("clip-norm-replicated-counted-tp")) return NormShare::All;
   const Spec& spec = u.p->spec;
-  if (!tp_split(spec)) return u.x.t == 0;
+  if (!tp_split(spec)) return NormShare::FirstTp;
   bool kv = false;
   for (Ax a : spec) kv = kv || a == Ax::Kv;
-  if (kv && s.kv_replicas() > 1) return int(u.x.t) % s.kv_replicas() == 0;
+  if (kv && s.kv_replicas() > 1) return NormShare::FirstKvReplica;
+  return NormShare::All;
+}
+
+bool Builder::norm_counts(const PendingStep& u) const {
+  switch (norm_share(u)) {
+    case NormShare::None:
+      return false;
+    case NormShare::All:
+      return true;
+    case NormShare::FirstTp:
+      return u.x.t == 0;
+    case NormShare::FirstKvReplica:
+      return int(u.x.t) % s.kv_replicas() == 0;
+  }
   return true;
 }
 
@@ -116,30 +130,66 @@ std::string Builder::sum_terms(const Coord& x, const std::string& name,
   return out;
 }
 
+std::string Builder::piece_sum_of_squares(const PendingStep& u) {
+  const Param& p = *u.p;
+  const Coord& x = u.x;
+  std::string src = u.g;
+  // Bug: the norm reads the gradient before its data-parallel reduction.
+  if (s.bug("clip-before-reduce") && p.local == layer(s.bug_layer()) + ".wq")
+    src = presync_.at({p.local, rank(x)});
+  const SymSlice slice = u.zero ? zero_slice(p, x) : slice_of(x, p.full, p.spec);
+  const std::string base = "clip." + p.logical, mine = "clip." + p.local;
+  std::string sq = norm_tensor(x, at_rank(x, mine + ".sq"), base + ".sq", slice);
+  g.op(at_rank(x, mine + ".square"), "square", {src}, {sq});
+  std::vector<SymClaim::Over> box;
+  for (const auto& [lo, hi] : slice) box.push_back({lo, hi});
+  std::string ss = norm_tensor(x, at_rank(x, mine + ".ss"), base + ".ss", {}, box);
+  g.op(at_rank(x, mine + ".sum"), "sum", {sq}, {ss});
+  return ss;
+}
+
+std::string Builder::clip_coefficient(const Coord& x, const std::string& ss) {
+  auto named = [&](const std::string& logical) {
+    return norm_tensor(x, at_rank(x, logical), logical, {});
+  };
+  const std::string norm = named("clip.norm"), den = named("clip.den");
+  const std::string ratio = named("clip.ratio"), c = named("clip.coef");
+  g.op(at_rank(x, "clip.sqrt"), "sqrt", {ss}, {norm});
+  const std::string eps = at_rank(x, "clip.eps"), one = at_rank(x, "clip.one");
+  g.tensor(x, eps, {}, std::nullopt, "f32");
+  g.tensor(x, one, {}, std::nullopt, "f32");
+  g.op(at_rank(x, "clip.eps.const"), "const", {}, {eps},
+       {{"value", "1/1000000"}, {"shape", nlohmann::json::array()}});
+  g.op(at_rank(x, "clip.one.const"), "const", {}, {one},
+       {{"value", 1}, {"shape", nlohmann::json::array()}, {"dtype", "f32"}});
+  g.op(at_rank(x, "clip.den.add"), "add", {norm, eps}, {den});
+  g.op(at_rank(x, "clip.ratio.reciprocal"), "reciprocal", {den}, {ratio});
+  g.op(at_rank(x, "clip.coef.minimum"), "minimum", {ratio, one}, {c});
+  return c;
+}
+
+void Builder::clip_pieces() {
+  for (PendingStep& u : pending_) {
+    const Param& p = *u.p;
+    const SymSlice slice = u.zero ? zero_slice(p, u.x) : slice_of(u.x, p.full, p.spec);
+    const std::string logical = grad(p.logical) + ".clipped";
+    std::string out = norm_tensor(u.x, at_rank(u.x, grad(p.local) + ".clipped"), logical, slice);
+    // The coefficient on u's rank (clip_coefficient's name there).
+    g.op(at_rank(u.x, grad(p.local) + ".clip"), "mul", {u.g, at_rank(u.x, "clip.coef")}, {out});
+    u.g = out;
+  }
+}
+
 void Builder::clip_gradients() {
+  if (sym()) return clip_gradients_compact();
   // Every rank's own contributions, per total (dense, expert).
   std::map<std::pair<bool, int>, std::vector<std::string>> terms;
   std::map<int, Coord> where;
   for (int p = 0; p < s.pp; ++p)
     for (const Coord& x : devices(p)) where[rank(x)] = x;
-  for (const PendingStep& u : pending_) {
-    if (!norm_counts(u)) continue;
-    const Param& p = *u.p;
-    const Coord& x = u.x;
-    std::string src = u.g;
-    // Bug: the norm reads the gradient before its data-parallel reduction.
-    if (s.bug("clip-before-reduce") && p.local == layer(s.bug_layer()) + ".wq")
-      src = presync_.at({p.local, rank(x)});
-    const SymSlice slice = u.zero ? zero_slice(p, x) : slice_of(x, p.full, p.spec);
-    const std::string base = "clip." + p.logical, mine = "clip." + p.local;
-    std::string sq = norm_tensor(x, at_rank(x, mine + ".sq"), base + ".sq", slice);
-    g.op(at_rank(x, mine + ".square"), "square", {src}, {sq});
-    std::vector<SymClaim::Over> box;
-    for (const auto& [lo, hi] : slice) box.push_back({lo, hi});
-    std::string ss = norm_tensor(x, at_rank(x, mine + ".ss"), base + ".ss", {}, box);
-    g.op(at_rank(x, mine + ".sum"), "sum", {sq}, {ss});
-    terms[{s.moe() && expert_piece(p.spec), rank(x)}].push_back(ss);
-  }
+  for (const PendingStep& u : pending_)
+    if (norm_counts(u))
+      terms[{s.moe() && expert_piece(u.p->spec), rank(u.x)}].push_back(piece_sum_of_squares(u));
 
   // The totals, all-reduced over the ranks whose pieces differ.
   auto total = [&](bool expert, const std::string& logical) {
@@ -183,41 +233,87 @@ void Builder::clip_gradients() {
   if (s.moe()) expert = total(true, "clip.expert.ss");
 
   // The clip coefficient on every rank, from the replicated total.
-  std::map<int, std::string> coef;
   for (const auto& [r, x] : where) {
-    auto named = [&](const std::string& logical) {
-      return norm_tensor(x, at_rank(x, logical), logical, {});
-    };
     std::string ss = dense.at(r);
     if (s.moe()) {
-      ss = named("clip.ss");
+      ss = norm_tensor(x, at_rank(x, "clip.ss"), "clip.ss", {});
       g.op(at_rank(x, "clip.ss.add"), "add", {dense.at(r), expert.at(r)}, {ss});
     }
-    const std::string norm = named("clip.norm"), den = named("clip.den");
-    const std::string ratio = named("clip.ratio"), c = named("clip.coef");
-    g.op(at_rank(x, "clip.sqrt"), "sqrt", {ss}, {norm});
-    const std::string eps = at_rank(x, "clip.eps"), one = at_rank(x, "clip.one");
-    g.tensor(x, eps, {}, std::nullopt, "f32");
-    g.tensor(x, one, {}, std::nullopt, "f32");
-    g.op(at_rank(x, "clip.eps.const"), "const", {}, {eps},
-         {{"value", "1/1000000"}, {"shape", nlohmann::json::array()}});
-    g.op(at_rank(x, "clip.one.const"), "const", {}, {one},
-         {{"value", 1}, {"shape", nlohmann::json::array()}, {"dtype", "f32"}});
-    g.op(at_rank(x, "clip.den.add"), "add", {norm, eps}, {den});
-    g.op(at_rank(x, "clip.ratio.reciprocal"), "reciprocal", {den}, {ratio});
-    g.op(at_rank(x, "clip.coef.minimum"), "minimum", {ratio, one}, {c});
-    coef[r] = c;
+    clip_coefficient(x, ss);
+  }
+  clip_pieces();
+}
+
+// The compact form writes what clip_gradients writes rank by rank: each
+// stage's program sums its pieces (two chains where tp rank 0 alone counts
+// the pieces replicated over tp), and a program on every stage all-reduces
+// the totals over the pp axis (the group spans the stages) and computes the
+// coefficient each piece is then multiplied by in its stage's program.
+void Builder::clip_gradients_compact() {
+  if (s.moe()) throw std::logic_error("transformer planner: --clip with MoE in the compact form");
+  // Per stage: each counted piece's sum of squares, and whether tp rank 0
+  // alone counts it.
+  std::map<int, std::vector<std::pair<std::string, bool>>> terms;
+  for (const PendingStep& u : pending_) {
+    const NormShare share = norm_share(u);
+    if (share == NormShare::None) continue;
+    if (share == NormShare::FirstKvReplica)
+      throw std::logic_error("transformer planner: the compact form has no kv replicas");
+    const bool first_tp = share == NormShare::FirstTp && s.tp > 1;
+    Graph::When only(g, first_tp ? "tp == 0" : "");
+    terms[u.x.p].push_back({piece_sum_of_squares(u), first_tp});
+  }
+  const std::string name = "clip.dense";
+  for (int p = 0; p < s.pp; ++p) {
+    const Coord x = devices(p).front();
+    std::vector<std::string> all, shared;
+    for (const auto& [ss, first_tp] : terms[p]) {
+      all.push_back(ss);
+      if (!first_tp) shared.push_back(ss);
+    }
+    const std::string local = at_rank(x, name + ".local");
+    auto chain = [&](const std::vector<std::string>& t) {
+      g.tensor(x, local, {}, std::nullopt, "f32");
+      sum_terms(x, name, t, local);
+    };
+    if (all.size() == shared.size()) {
+      chain(all);
+      continue;
+    }
+    {
+      Graph::When first(g, "tp == 0");
+      chain(all);
+    }
+    Graph::When rest(g, "tp >= 1");
+    chain(shared);
   }
 
-  // Every piece's gradient times the coefficient.
-  for (PendingStep& u : pending_) {
-    const Param& p = *u.p;
-    const SymSlice slice = u.zero ? zero_slice(p, u.x) : slice_of(u.x, p.full, p.spec);
-    const std::string logical = grad(p.logical) + ".clipped";
-    std::string out = norm_tensor(u.x, at_rank(u.x, grad(p.local) + ".clipped"), logical, slice);
-    g.op(at_rank(u.x, grad(p.local) + ".clip"), "mul", {u.g, coef.at(rank(u.x))}, {out});
-    u.g = out;
+  // The total over the ranks whose pieces differ (norm_group's, as axes).
+  Coord x = devices(0).front();
+  x.p = kEveryStage;
+  const bool across_pp = !s.bug("clip-norm-missing-pp");
+  std::vector<std::string> axes;
+  if (across_pp) axes.push_back("pp");
+  if (s.zero > 0) {
+    axes.push_back("dp");
+    if (s.cp > 1) axes.push_back("cp");
   }
+  axes.push_back("tp");
+  const std::string in = at_rank(x, name + ".local"), out = at_rank(x, name + ".total");
+  declare(x, out, clip_total(s), {});
+  if (s.bug("clip-norm-local-shard")) {
+    collective(at_rank(x, name + ".norm_all_reduce.solo"), "all_reduce", {in}, {out},
+               solo_group(x));
+  } else {
+    Coord first = x;  // collectives are named at their first member
+    if (across_pp) first.p = 0;
+    if (s.zero > 0) first.d = first.c = 0;
+    first.t = 0;
+    collective(at_rank(first, name + ".norm_all_reduce"), "all_reduce", {in}, {out},
+               Group::along(axes));
+  }
+  clip_coefficient(x, out);
+  clip_pieces();
 }
 
 }  // namespace shardproof::planner::transformer

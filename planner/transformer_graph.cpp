@@ -2,6 +2,7 @@
 // GraphBuilder, rank by rank) and compact (through CompactBuilder, one
 // program per pipeline stage).
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "planner/compact_builder.h"
@@ -68,7 +69,7 @@ class V1Graph : public Graph {
 
 class CompactGraph : public Graph {
  public:
-  CompactGraph(CompactBuilder& g, const Layout& s) : g_(g) {
+  CompactGraph(CompactBuilder& g, const Layout& s) : g_(g), stages_(s.pp) {
     for (int p = 0; p < s.pp; ++p)
       g_.program("stage" + std::to_string(p), "pp == " + std::to_string(p));
   }
@@ -85,9 +86,10 @@ class CompactGraph : public Graph {
         over.push_back({o.lo.expr(), o.hi.expr(), o.step, o.count});
       claim = ClaimTemplate{of->tensor, std::move(slice), of->k.expr(), of->n, std::move(over)};
     }
-    g_.select(size_t(x.p));
+    const size_t program = program_at(x.p);
+    g_.select(program);
     size_t index = g_.tensor({name, shape, std::move(claim), when_, false, false, dtype});
-    tensors_[name] = {size_t(x.p), index, shape};
+    tensors_[name] = {program, index, shape};
   }
   void input(const std::string& name) override { mark(name, "input"); }
   void output(const std::string& name) override { mark(name, "output"); }
@@ -106,7 +108,7 @@ class CompactGraph : public Graph {
   }
   void send(const std::string& name, const Coord& from, const Coord& to, const std::string& in,
             const std::string& out) override {
-    g_.select(size_t(from.p));
+    g_.select(program_at(from.p));
     g_.send(name, in, out, {{"pp", to.p - from.p}}, when_);
   }
   bool has_tensor(const std::string& name) const override { return tensors_.count(name) > 0; }
@@ -140,7 +142,21 @@ class CompactGraph : public Graph {
     g_.mark(w.program, w.index, flag);
   }
 
+  // Stage p's program, or (kEveryStage) the program on every stage, made
+  // when first used.
+  size_t program_at(int p) {
+    if (p != kEveryStage) return size_t(p);
+    if (!every_stage_) {
+      every_stage_ = g_.program("every stage", "");
+      if (*every_stage_ != size_t(stages_))
+        throw std::logic_error("planner internal error: the every-stage program is not last");
+    }
+    return *every_stage_;
+  }
+
   CompactBuilder& g_;
+  int stages_;
+  std::optional<size_t> every_stage_;
   std::map<std::string, Where> tensors_;
 };
 
@@ -150,12 +166,15 @@ std::string compact_unsupported(const Layout& s) {
   // The tied table's gradient is summed over the first and the last stage
   // only: not a whole line of the mesh, so not a group of axes.
   if (s.tie && s.pp > 1) return "--tie-embeddings with pp > 1";
-  if (s.c.clip) return "--clip";
+  if (s.c.clip && s.moe()) return "--clip with MoE";
   if (s.zero == 3) return "--zero 3";
   if (s.c.dropout) return "--dropout";
-  // The training-step bugs (step_bugs.cpp) are written into the expanded form only.
+  // The training-step bugs (step_bugs.cpp) are written into the expanded
+  // form only, but for the norm's own (transformer_clip.cpp).
   for (const BugSpec& b : step_bug_table())
-    if (s.c.bug == b.info.name) return "--bug " + s.c.bug;
+    if (s.c.bug == b.info.name && s.c.bug != "clip-norm-local-shard" &&
+        s.c.bug != "clip-norm-replicated-counted-tp" && s.c.bug != "clip-norm-missing-pp")
+      return "--bug " + s.c.bug;
   // An MoE bug whose hook lives in step_bugs.cpp: expanded form only too.
   if (s.c.bug == "expert-grad-scaled-by-dp") return "--bug " + s.c.bug;
   // A gather in reverse rank order: the compact form orders a group's

@@ -18,7 +18,10 @@
 namespace shardproof::planner::transformer {
 
 // Where a local computation runs: dp rank, cp rank, tp rank, pipeline stage
-// and micro-batch. The stage is always a constant (one program per stage).
+// and micro-batch. The stage is a constant (one program per stage), or in the
+// compact form kEveryStage: the pp axis itself, in a program that runs on
+// every stage (the gradient norm, whose all-reduce spans the stages).
+inline constexpr int kEveryStage = -1;
 struct Coord {
   Ix d = 0, c = 0, t = 0;
   int p = 0;

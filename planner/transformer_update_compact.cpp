@@ -140,7 +140,11 @@ void Builder::update_piece_compact(const Param& p) {
          {{"dim", 0}, {"start", (j * len).attr()}, {"end", (j * len + len).attr()}});
     cur = shard;
   }
-  step(p, x, cur, zero);
+  // With --clip the step waits for the global norm (finish_updates).
+  if (s.c.clip)
+    pending_.push_back({&p, x, cur, zero, false});
+  else
+    step(p, x, cur, zero);
 }
 
 }  // namespace shardproof::planner::transformer

@@ -1,0 +1,106 @@
+// Gradient clipping (--clip) in the compact form: each stage's program sums
+// its pieces' squares, and a program on every stage all-reduces the totals
+// over the pp axis and computes the coefficient (transformer_clip.cpp). Its
+// expansion is the v1 plan; per coordinate class it is equivalent at a mesh
+// the v1 plan would be large on, and each of the norm's bugs is found at the
+// norm's total; what it cannot write yet is refused by name.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+
+#include "planner/planner.h"
+#include "tests/compact_support.h"
+#include "tests/planner_support.h"
+#include "tests/test_support.h"
+
+namespace shardproof {
+namespace {
+
+using planner::PlanConfig;
+using testing::by_classes;
+using testing::compact;
+using testing::expect_same_plan;
+
+PlanConfig clipped(int dp, int tp, int pp, int mb, void (*edit)(PlanConfig&) = nullptr) {
+  PlanConfig c = testing::transformer_config(2, dp, tp, pp, mb);
+  c.clip = true;
+  if (edit) edit(c);
+  return c;
+}
+
+TEST(ClipCompact, ExpansionIsTheV1Plan) {
+  for (int dp : {1, 2})
+    for (int tp : {1, 2})
+      for (int pp : {1, 2})
+        for (int mb : {1, 2}) expect_same_plan("llama3-tiny", clipped(dp, tp, pp, mb));
+  expect_same_plan("llama3-tiny", clipped(2, 2, 2, 2, [](PlanConfig& c) { c.zero = 1; }));
+  expect_same_plan("llama3-tiny", clipped(2, 2, 2, 1, [](PlanConfig& c) { c.zero = 2; }));
+  expect_same_plan("llama3-tiny", clipped(2, 1, 2, 1, [](PlanConfig& c) { c.cp = 2; }));
+  expect_same_plan("llama3-tiny", clipped(2, 1, 2, 1, [](PlanConfig& c) { c.cp = 2, c.zero = 1; }));
+  expect_same_plan("llama3-tiny", clipped(1, 2, 2, 2, [](PlanConfig& c) { c.sp = true; }));
+  expect_same_plan("llama3-tiny", clipped(2, 2, 3, 3, [](PlanConfig& c) { c.layers = 3; }));
+}
+
+TEST(ClipCompact, TheNormsBugsHaveTheV1Expansion) {
+  for (const char* bug :
+       {"clip-norm-local-shard", "clip-norm-replicated-counted-tp", "clip-norm-missing-pp"}) {
+    PlanConfig c = clipped(2, 2, 2, 2);
+    c.bug = bug;
+    expect_same_plan("llama3-tiny", c);
+    c.zero = 1;
+    expect_same_plan("llama3-tiny", c);
+  }
+}
+
+// dp 4, tp 2, pp 4 and 4 micro-batches: the classes have runs in every axis,
+// and the norm's all-reduce spans the four stages.
+PlanConfig wide(const std::string& bug = "", bool zero = false) {
+  PlanConfig c = compact(clipped(4, 2, 4, 4));
+  c.layers = 4;
+  c.bug = bug;
+  c.zero = zero ? 1 : 0;
+  return c;
+}
+
+TEST(ClipCompact, PerClassEquivalentWithAndWithoutZero) {
+  for (bool zero : {false, true}) {
+    Report r = by_classes(planner::generate_plan("llama3-tiny", wide("", zero)));
+    EXPECT_EQ(r.verdict, Verdict::Equivalent) << zero << "\n" << testing::explain(r);
+  }
+}
+
+TEST(ClipCompact, PerClassEachNormBugIsFoundAtTheTotal) {
+  // (Under ZeRO the norm's group is every rank: one bug is enough there.)
+  for (const auto& [bug, zero] : {std::pair{"clip-norm-local-shard", false},
+                                  {"clip-norm-replicated-counted-tp", false},
+                                  {"clip-norm-missing-pp", false},
+                                  {"clip-norm-missing-pp", true}}) {
+    Report r = by_classes(planner::generate_plan("llama3-tiny", wide(bug, zero)));
+    ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << bug << "\n" << testing::explain(r);
+    ASSERT_FALSE(r.findings.empty());
+    EXPECT_EQ(r.findings.front().tensor, "clip.ss") << bug << "\n" << testing::explain(r);
+  }
+}
+
+void expect_refused(const std::string& model, PlanConfig c, const std::string& flag) {
+  try {
+    planner::generate_plan(model, compact(c));
+    ADD_FAILURE() << "accepted; expected a refusal naming " << flag;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--compact does not support " + flag), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ClipCompact, WhatItCannotWriteIsRefusedByName) {
+  PlanConfig c = clipped(2, 1, 1, 1);
+  c.bug = "clip-before-reduce";
+  expect_refused("llama3-tiny", c, "--bug clip-before-reduce");
+  c = clipped(2, 1, 1, 1);
+  c.ep = 2;
+  expect_refused("moe-tiny", c, "--clip with MoE");
+}
+
+}  // namespace
+}  // namespace shardproof
