@@ -307,6 +307,7 @@ class Builder {
   // shards into the whole piece (transformer_inputs.cpp).
   bool zero3_sharded(const Param& p) const;
   void gather_param(const Param& p);
+  void gather_param_compact(const Param& p);
   // Whether layer i multiplies by the fused gate/up weight (see transformer_mlp.cpp).
   bool fused_gate_up(int layer) const;
   std::string fused_weight(const Coord& x, int layer) const;

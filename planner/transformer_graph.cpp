@@ -167,7 +167,6 @@ std::string compact_unsupported(const Layout& s) {
   // only: not a whole line of the mesh, so not a group of axes.
   if (s.tie && s.pp > 1) return "--tie-embeddings with pp > 1";
   if (s.c.clip && s.moe()) return "--clip with MoE";
-  if (s.zero == 3) return "--zero 3";
   if (s.c.dropout) return "--dropout";
   // The training-step bugs (step_bugs.cpp) are written into the expanded
   // form only, but for the norm's own (transformer_clip.cpp).

@@ -78,6 +78,7 @@ bool Builder::zero3_sharded(const Param& p) const {
 // all-gathered over dp x cp (an expert block over edp) before the forward
 // (and kept for the backward).
 void Builder::gather_param(const Param& p) {
+  if (sym()) return gather_param_compact(p);
   for (const Coord& x : devices(p.stage)) {
     declare(x, at_rank(x, p.local + ".shard"), p.loaded, zero_slice(p, x));
     add_input(at_rank(x, p.local + ".shard"));
@@ -97,6 +98,22 @@ void Builder::gather_param(const Param& p) {
     collective(at_rank(x, p.local + ".zero3_all_gather"), "all_gather", shards, whole, group,
                {{"dim", 0}});
   }
+}
+
+// One template: each rank's shard, gathered over the dp x cp plane (an
+// expert block's over its edp group, the dp axis of the expert mesh), named
+// at the group's first member, as finish_step gathers ZeRO's updated shards.
+void Builder::gather_param_compact(const Param& p) {
+  const Coord x = devices(p.stage).front();
+  const std::string shard = at_rank(x, p.local + ".shard");
+  declare(x, shard, p.loaded, zero_slice(p, x));
+  add_input(shard);
+  const std::string whole = claim(x, at_rank(x, p.local), p.loaded, p.full, p.spec);
+  Coord x0 = x;
+  x0.c = 0;
+  x0.d = zero_over_edp(p) ? Ix::axis("ep") : Ix(0);
+  collective(at_rank(x0, p.local + ".zero3_all_gather"), "all_gather", {shard}, {whole},
+             zero_over_edp(p) ? Group::along({"dp"}) : dp_cp_group(x), {{"dim", 0}});
 }
 
 void Builder::inputs() {

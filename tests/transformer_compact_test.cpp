@@ -435,9 +435,6 @@ TEST(TransformerCompact, UnsupportedFlagsAreRefusedByName) {
   c.reshard_residual = true;
   c.bug = "reshard-gather-order";
   expect_refused(c, "--bug reshard-gather-order");
-  c = tiny(2, 2, 1, 1, 1);
-  c.zero = 3;
-  expect_refused(c, "--zero 3");
 }
 
 // The frontier plan: Llama-3 405B at full depth on 8,192 devices with 16
