@@ -167,7 +167,9 @@ std::string compact_unsupported(const Layout& s) {
   // only: not a whole line of the mesh, so not a group of axes.
   if (s.tie && s.pp > 1) return "--tie-embeddings with pp > 1";
   if (s.c.clip && s.moe()) return "--clip with MoE";
-  if (s.c.dropout) return "--dropout";
+  // The dropout bugs pick their tp ranks in the expanded form only.
+  for (const char* bug : {"dropout-rng-replicated-differs", "dropout-rng-sharded-same"})
+    if (s.c.bug == bug) return "--bug " + s.c.bug;
   // The training-step bugs (step_bugs.cpp) are written into the expanded
   // form only, but for the norm's own (transformer_clip.cpp).
   for (const BugSpec& b : step_bug_table())

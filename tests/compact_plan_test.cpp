@@ -190,6 +190,30 @@ TEST(CompactPlan, BadExpression) {
   invalid(p, "compact-expr", "/parallel/programs/0/ops/2/when", "mb != 0");
 }
 
+// An item of a list attribute may be {"expr": E} (a random op's offsets):
+// each instance gets its integers; any other object there is refused.
+TEST(CompactPlan, ListAttributeItemsAreExpressions) {
+  nlohmann::json p = example();
+  // The example's colsum is per micro-batch: its dims become [mb - mb] = [0].
+  program(p)["ops"][1]["attrs"]["dims"] = nlohmann::json::array({{{"expr", "mb - mb"}}});
+  Plan plan = parse(p);
+  int seen = 0;
+  for (const Op& op : plan.parallel.ops)
+    if (op.op == "sum") {
+      EXPECT_EQ(op.attrs.at("dims").list.size(), 1u) << op.name;
+      EXPECT_EQ(op.attrs.at("dims").list.at(0).as_int(), 0) << op.name;
+      ++seen;
+    }
+  EXPECT_EQ(seen, 8);
+  Report r = testing::verify_json(p, "list-attr");
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+  // dims [1 - mb]: micro-batch 1 sums over dim 0, micro-batch 0 over dim 1.
+  program(p)["ops"][1]["attrs"]["dims"] = nlohmann::json::array({{{"expr", "1 - mb"}}});
+  EXPECT_NE(testing::verify_json(p, "list-attr-bad").verdict, Verdict::Equivalent);
+  program(p)["ops"][1]["attrs"]["dims"] = nlohmann::json::array({{{"value", 0}}});
+  invalid(p, "compact-expr", "/parallel/programs/0/ops/1/attrs/dims/0", "");
+}
+
 TEST(CompactPlan, UnknownAxis) {
   nlohmann::json p = example();
   program(p)["tensors"][1]["name"] = "pp{pp}.dp{dp}.tp{tp}.w";

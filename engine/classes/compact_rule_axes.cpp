@@ -48,8 +48,7 @@ AxisMask Explorer::Impl::op_rule_axes(const Program& p, const OpTemplate& o) {
     for (const Affine& slot : np.slots)
       if (self_axis(slot) < 0) m |= slot.mask();
   }
-  for (const AttrTemplate& a : o.attrs)
-    if (a.expr) m |= a.expr->mask();
+  for (const AttrTemplate& a : o.attrs) m |= a.mask();
   for (int axis = 0; axis < kAxisCount; ++axis)
     if (o.to[axis] != 0) m |= AxisMask{1} << axis;
   for (const Template& t : o.in) m |= name_mask(t);

@@ -324,10 +324,22 @@ class Expander {
       if (i) out += ',';
       append_string(out, op.attrs[i].key);
       out += ':';
-      if (op.attrs[i].expr)
-        append_int(out, op.attrs[i].expr->eval(c));
-      else
-        out += op.attrs[i].value_json;
+      const AttrTemplate& a = op.attrs[i];
+      if (a.expr) {
+        append_int(out, a.expr->eval(c));
+      } else if (a.is_list) {
+        out += '[';
+        for (size_t k = 0; k < a.items.size(); ++k) {
+          if (k) out += ',';
+          if (a.items[k].second)
+            append_int(out, a.items[k].second->eval(c));
+          else
+            out += a.items[k].first;
+        }
+        out += ']';
+      } else {
+        out += a.value_json;
+      }
     }
     out += '}';
   }

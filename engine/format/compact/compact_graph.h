@@ -82,11 +82,21 @@ struct TensorTemplate {
   bool per_mb = false;  // mentions mb somewhere (or its program's "on" does)
 };
 
-// One attribute: its JSON as written, or {"expr": E}, evaluated per instance.
+// One attribute: its JSON as written, or {"expr": E}, evaluated per instance,
+// or a list some of whose items are {"expr": E} (a random op's "offset").
 struct AttrTemplate {
   std::string key;
   std::string value_json;
   std::optional<Affine> expr;
+  // A list with expressions: per item, its JSON as written or its expression.
+  std::vector<std::pair<std::string, std::optional<Affine>>> items;
+  bool is_list = false;
+  AxisMask mask() const {
+    AxisMask m = expr ? expr->mask() : 0;
+    for (const auto& [json, e] : items)
+      if (e) m |= e->mask();
+    return m;
+  }
 };
 
 struct OpTemplate {

@@ -250,8 +250,7 @@ class Reader {
     for (const Template& x : t.in) mask |= x.mask();
     for (const Template& x : t.out) mask |= x.mask();
     if (std::optional<Node> attrs = n.get("attrs")) read_attrs(*attrs, what, t);
-    for (const AttrTemplate& a : t.attrs)
-      if (a.expr) mask |= a.expr->mask();
+    for (const AttrTemplate& a : t.attrs) mask |= a.mask();
     if (std::optional<Node> when = n.get("when")) {
       t.when = cond(*when, what + " when");
       mask |= t.when.mask();
@@ -263,27 +262,44 @@ class Reader {
   }
 
   // Attributes are copied as written (the v1 rules check them on the
-  // expansion), except {"expr": E}: an integer that depends on the instance.
+  // expansion), except {"expr": E}, as the value or an item of a list: an
+  // integer that depends on the instance.
   void read_attrs(const Node& attrs, const std::string& what, OpTemplate& t) {
     t.has_attrs = true;
     if (!attrs->is(Kind::Object)) {
-      t.attrs.push_back({"", jsonsrc::serialize(attrs.value()), std::nullopt});
+      t.attrs.push_back({"", jsonsrc::serialize(attrs.value()), std::nullopt, {}, false});
       return;
     }
     for (size_t i = 0; i < attrs->items.size(); ++i) {
       Node v = attrs.member(i);
-      AttrTemplate a{attrs->keys[i].name, "", std::nullopt};
+      AttrTemplate a{attrs->keys[i].name, "", std::nullopt, {}, false};
+      const std::string at = what + " attrs." + a.key;
+      bool has_expr = false;
+      if (v->is(Kind::Array))
+        for (const auto& item : v->items) has_expr = has_expr || item.is(Kind::Object);
       if (v->is(Kind::Object)) {
-        if (v->items.size() != 1 || v->keys[0].name != "expr")
-          v.fail("compact-expr", what + " attrs." + a.key +
-                                     ": an attribute object is {\"expr\": E}, an integer that "
-                                     "depends on the instance");
-        a.expr = expr(v.member(0), what + " attrs." + a.key + ".expr");
+        a.expr = attr_expr(v, at);
+      } else if (has_expr) {
+        a.is_list = true;
+        for (size_t k = 0; k < v->items.size(); ++k) {
+          Node item = v.item(k);
+          if (item->is(Kind::Object))
+            a.items.emplace_back("", attr_expr(item, at + "[" + std::to_string(k) + "]"));
+          else
+            a.items.emplace_back(jsonsrc::serialize(item.value()), std::nullopt);
+        }
       } else {
         a.value_json = jsonsrc::serialize(v.value());
       }
       t.attrs.push_back(std::move(a));
     }
+  }
+
+  Affine attr_expr(const Node& v, const std::string& at) {
+    if (v->items.size() != 1 || v->keys[0].name != "expr")
+      v.fail("compact-expr", at + ": an attribute object is {\"expr\": E}, an integer that "
+                                  "depends on the instance");
+    return expr(v.member(0), at + ".expr");
   }
 
   void read_group(const Node& n, const std::string& what, AxisMask fixed, OpTemplate& t) {
