@@ -162,6 +162,19 @@ class CompactGraph : public Graph {
 
 }  // namespace
 
+namespace {
+
+// The training-step bugs the compact form writes: the norm's own
+// (transformer_clip.cpp) and a dp sync on the tp group.
+bool compact_step_bug(const std::string& bug) {
+  for (const char* name : {"clip-norm-local-shard", "clip-norm-replicated-counted-tp",
+                           "clip-norm-missing-pp", "dp-grad-on-tp-group"})
+    if (bug == name) return true;
+  return false;
+}
+
+}  // namespace
+
 std::string compact_unsupported(const Layout& s) {
   // The tied table's gradient is summed over the first and the last stage
   // only: not a whole line of the mesh, so not a group of axes.
@@ -173,9 +186,7 @@ std::string compact_unsupported(const Layout& s) {
   // The training-step bugs (step_bugs.cpp) are written into the expanded
   // form only, but for the norm's own (transformer_clip.cpp).
   for (const BugSpec& b : step_bug_table())
-    if (s.c.bug == b.info.name && s.c.bug != "clip-norm-local-shard" &&
-        s.c.bug != "clip-norm-replicated-counted-tp" && s.c.bug != "clip-norm-missing-pp")
-      return "--bug " + s.c.bug;
+    if (s.c.bug == b.info.name && !compact_step_bug(s.c.bug)) return "--bug " + s.c.bug;
   // An MoE bug whose hook lives in step_bugs.cpp: expanded form only too.
   if (s.c.bug == "expert-grad-scaled-by-dp") return "--bug " + s.c.bug;
   // A gather in reverse rank order: the compact form orders a group's

@@ -116,7 +116,16 @@ void Builder::update_piece_compact(const Param& p) {
     cur = out;
   }
 
-  if (sync_dp) {
+  if (sync_dp && dp_sync_on_tp_group(p)) {
+    // Bug dp-grad-on-tp-group: the tp group (of the dp group's size) sums
+    // it, named at its first member, as update_piece writes it.
+    Coord first = x;
+    first.t = 0;
+    const std::string out = output("dp", true, shape);
+    collective(at_rank(first, grad(p.local) + ".dp_all_reduce"), "all_reduce", {cur}, {out},
+               tp_group(x));
+    cur = out;
+  } else if (sync_dp) {
     Shape sh = shape;
     if (zero && s.zero == 2) sh[0] /= zero_ways(p);
     const std::string out = output(zero ? "dp_shard" : "dp", !(zero && s.zero == 1), sh);
