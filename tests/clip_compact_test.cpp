@@ -11,7 +11,6 @@
 
 #include "planner/planner.h"
 #include "tests/compact_support.h"
-#include "tests/planner_support.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
@@ -22,11 +21,12 @@ using testing::by_classes;
 using testing::compact;
 using testing::expect_same_plan;
 
-PlanConfig clipped(int dp, int tp, int pp, int mb, void (*edit)(PlanConfig&) = nullptr) {
-  PlanConfig c = testing::transformer_config(2, dp, tp, pp, mb);
-  c.clip = true;
-  if (edit) edit(c);
-  return c;
+PlanConfig clipped(
+    int dp, int tp, int pp, int mb, void (*edit)(PlanConfig&) = [](PlanConfig&) {}) {
+  return testing::two_layers(dp, tp, pp, mb, [&](PlanConfig& c) {
+    c.clip = true;
+    edit(c);
+  });
 }
 
 TEST(ClipCompact, ExpansionIsTheV1Plan) {
@@ -83,23 +83,13 @@ TEST(ClipCompact, PerClassEachNormBugIsFoundAtTheTotal) {
   }
 }
 
-void expect_refused(const std::string& model, PlanConfig c, const std::string& flag) {
-  try {
-    planner::generate_plan(model, compact(c));
-    ADD_FAILURE() << "accepted; expected a refusal naming " << flag;
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("--compact does not support " + flag), std::string::npos)
-        << e.what();
-  }
-}
-
 TEST(ClipCompact, WhatItCannotWriteIsRefusedByName) {
   PlanConfig c = clipped(2, 1, 1, 1);
   c.bug = "clip-before-reduce";
-  expect_refused("llama3-tiny", c, "--bug clip-before-reduce");
+  testing::expect_compact_refused("llama3-tiny", c, "--bug clip-before-reduce");
   c = clipped(2, 1, 1, 1);
   c.ep = 2;
-  expect_refused("moe-tiny", c, "--clip with MoE");
+  testing::expect_compact_refused("moe-tiny", c, "--clip with MoE");
 }
 
 }  // namespace

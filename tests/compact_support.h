@@ -3,6 +3,7 @@
 // verification per coordinate class.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -19,6 +20,32 @@ namespace shardproof::testing {
 inline planner::PlanConfig compact(planner::PlanConfig c) {
   c.compact = true;
   return c;
+}
+
+// A two-layer transformer config at (dp, tp, pp, mb), then `edit` (which
+// sets the option a suite is about).
+template <class Edit>
+planner::PlanConfig two_layers(int dp, int tp, int pp, int mb, Edit edit) {
+  planner::PlanConfig c;
+  c.layers = 2;
+  c.dp = dp;
+  c.tp = tp;
+  c.pp = pp;
+  c.microbatches = mb;
+  edit(c);
+  return c;
+}
+
+// `model` with `c` in the compact form is refused, naming `flag`.
+inline void expect_compact_refused(const std::string& model, planner::PlanConfig c,
+                                   const std::string& flag) {
+  try {
+    planner::generate_plan(model, compact(c));
+    ADD_FAILURE() << "accepted; expected a refusal naming " << flag;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--compact does not support " + flag), std::string::npos)
+        << e.what();
+  }
 }
 
 // The expansion of the compact plan is the v1 plan: same name, meta,

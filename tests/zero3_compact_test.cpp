@@ -10,7 +10,6 @@
 
 #include "planner/planner.h"
 #include "tests/compact_support.h"
-#include "tests/planner_support.h"
 #include "tests/test_support.h"
 
 namespace shardproof {
@@ -21,11 +20,12 @@ using testing::by_classes;
 using testing::compact;
 using testing::expect_same_plan;
 
-PlanConfig zero3(int dp, int tp, int pp, int mb, void (*edit)(PlanConfig&) = nullptr) {
-  PlanConfig c = testing::transformer_config(2, dp, tp, pp, mb);
-  c.zero = 3;
-  if (edit) edit(c);
-  return c;
+PlanConfig zero3(
+    int dp, int tp, int pp, int mb, void (*edit)(PlanConfig&) = [](PlanConfig&) {}) {
+  return testing::two_layers(dp, tp, pp, mb, [&](PlanConfig& c) {
+    c.zero = 3;
+    edit(c);
+  });
 }
 
 TEST(Zero3Compact, ExpansionIsTheV1Plan) {
