@@ -500,6 +500,8 @@ class Builder {
   void finish_updates();
   void clip_gradients();
   void clip_gradients_compact();
+  // The compact form's norm group: the mesh axes norm_group's members span.
+  std::vector<std::string> norm_axes(bool expert) const;
   // Which ranks holding a piece count it in the norm: none, all, tp rank 0
   // (a piece replicated over tp), the first rank of each kv head's replicas.
   enum class NormShare { None, All, FirstTp, FirstKvReplica };

@@ -15,6 +15,8 @@
 // pieces and the sums are all-reduced over the ranks that hold distinct
 // pieces: tp x pp (every dp x cp rank under ZeRO, whose shards differ; the
 // ep group for experts under ep, whose blocks differ).
+#include <algorithm>
+#include <set>
 #include <stdexcept>
 
 #include "planner/transformer.h"
@@ -244,16 +246,39 @@ void Builder::clip_gradients() {
   clip_pieces();
 }
 
+// The axes along which norm_group's members differ, in mesh order (one rule
+// for both forms: the group of the rank at coordinate 0, read off its members).
+std::vector<std::string> Builder::norm_axes(bool expert) const {
+  std::set<std::string> vary;
+  for (int r : norm_group(Coord{}, expert)) {
+    const int t = r % s.tp, c = (r / s.tp) % s.cp, d = (r / s.tp / s.cp) % s.dp;
+    const int p = r / s.tp / s.cp / s.dp;
+    if (p != 0) vary.insert("pp");
+    if (s.compact_expert_mesh()) {
+      if (d / s.ep != 0) vary.insert("dp");
+      if (d % s.ep != 0) vary.insert("ep");
+    } else if (d != 0) {
+      vary.insert("dp");
+    }
+    if (c != 0) vary.insert("cp");
+    if (t != 0) vary.insert("tp");
+  }
+  std::vector<std::string> axes;
+  for (const char* axis : {"pp", "dp", "ep", "cp", "tp"})
+    if (vary.count(axis)) axes.push_back(axis);
+  return axes;
+}
+
 // The compact form writes what clip_gradients writes rank by rank: each
 // stage's program sums its pieces (two chains where tp rank 0 alone counts
 // the pieces replicated over tp), and a program on every stage all-reduces
-// the totals over the pp axis (the group spans the stages) and computes the
-// coefficient each piece is then multiplied by in its stage's program.
+// the totals over the axes along which the pieces differ (pp among them, so
+// the group spans the stages) and computes the coefficient each piece is
+// then multiplied by in its stage's program.
 void Builder::clip_gradients_compact() {
-  if (s.moe()) throw std::logic_error("transformer planner: --clip with MoE in the compact form");
-  // Per stage: each counted piece's sum of squares, and whether tp rank 0
-  // alone counts it.
-  std::map<int, std::vector<std::pair<std::string, bool>>> terms;
+  // Per (expert, stage): each counted piece's sum of squares, and whether tp
+  // rank 0 alone counts it.
+  std::map<std::pair<bool, int>, std::vector<std::pair<std::string, bool>>> terms;
   for (const PendingStep& u : pending_) {
     const NormShare share = norm_share(u);
     if (share == NormShare::None) continue;
@@ -261,58 +286,69 @@ void Builder::clip_gradients_compact() {
       throw std::logic_error("transformer planner: the compact form has no kv replicas");
     const bool first_tp = share == NormShare::FirstTp && s.tp > 1;
     Graph::When only(g, first_tp ? "tp == 0" : "");
-    terms[u.x.p].push_back({piece_sum_of_squares(u), first_tp});
+    terms[{s.moe() && expert_piece(u.p->spec), u.x.p}].push_back(
+        {piece_sum_of_squares(u), first_tp});
   }
-  const std::string name = "clip.dense";
-  for (int p = 0; p < s.pp; ++p) {
-    const Coord x = devices(p).front();
-    std::vector<std::string> all, shared;
-    for (const auto& [ss, first_tp] : terms[p]) {
-      all.push_back(ss);
-      if (!first_tp) shared.push_back(ss);
-    }
-    const std::string local = at_rank(x, name + ".local");
-    auto chain = [&](const std::vector<std::string>& t) {
-      g.tensor(x, local, {}, std::nullopt, "f32");
-      sum_terms(x, name, t, local);
-    };
-    if (all.size() == shared.size()) {
-      chain(all);
-      continue;
-    }
-    {
-      Graph::When first(g, "tp == 0");
-      chain(all);
-    }
-    Graph::When rest(g, "tp >= 1");
-    chain(shared);
-  }
+  Coord every = devices(0).front();
+  every.p = kEveryStage;
 
-  // The total over the ranks whose pieces differ (norm_group's, as axes).
-  Coord x = devices(0).front();
-  x.p = kEveryStage;
-  const bool across_pp = !s.bug("clip-norm-missing-pp");
-  std::vector<std::string> axes;
-  if (across_pp) axes.push_back("pp");
-  if (s.zero > 0) {
-    axes.push_back("dp");
-    if (s.cp > 1) axes.push_back("cp");
-  }
-  axes.push_back("tp");
-  const std::string in = at_rank(x, name + ".local"), out = at_rank(x, name + ".total");
-  declare(x, out, clip_total(s), {});
-  if (s.bug("clip-norm-local-shard")) {
-    collective(at_rank(x, name + ".norm_all_reduce.solo"), "all_reduce", {in}, {out},
-               solo_group(x));
-  } else {
-    Coord first = x;  // collectives are named at their first member
-    if (across_pp) first.p = 0;
-    if (s.zero > 0) first.d = first.c = 0;
-    first.t = 0;
+  auto total = [&](bool expert, const std::string& logical) {
+    const std::string name = "clip." + std::string(expert ? "expert" : "dense");
+    for (int p = 0; p < s.pp; ++p) {
+      const Coord x = devices(p).front();
+      std::vector<std::string> all, shared;
+      for (const auto& [ss, first_tp] : terms[{expert, p}]) {
+        all.push_back(ss);
+        if (!first_tp) shared.push_back(ss);
+      }
+      const std::string local = at_rank(x, name + ".local");
+      auto chain = [&](const std::vector<std::string>& t) {
+        g.tensor(x, local, {}, std::nullopt, "f32");
+        sum_terms(x, name, t, local);
+      };
+      if (all.size() == shared.size()) {
+        chain(all);
+        continue;
+      }
+      {
+        Graph::When first(g, "tp == 0");
+        chain(all);
+      }
+      Graph::When rest(g, "tp >= 1");
+      chain(shared);
+    }
+    const std::vector<std::string> axes = norm_axes(expert);
+    const std::string in = at_rank(every, name + ".local"), out = at_rank(every, name + ".total");
+    declare(every, out, logical, {});
+    if (!expert && s.bug("clip-norm-local-shard")) {
+      collective(at_rank(every, name + ".norm_all_reduce.solo"), "all_reduce", {in}, {out},
+                 solo_group(every));
+      return out;
+    }
+    // Named at the group's first member: 0 along each axis of the group.
+    auto along = [&](const char* axis) {
+      return std::find(axes.begin(), axes.end(), axis) != axes.end();
+    };
+    Coord first = every;
+    if (along("pp")) first.p = 0;
+    if (along("cp")) first.c = 0;
+    if (along("tp")) first.t = 0;
+    if (s.compact_expert_mesh())
+      first.d = Ix::affine((along("dp") ? Aff(0) : Aff::axis("dp") * s.ep) +
+                           (along("ep") ? Aff(0) : Aff::axis("ep")));
+    else if (along("dp"))
+      first.d = 0;
     collective(at_rank(first, name + ".norm_all_reduce"), "all_reduce", {in}, {out},
                Group::along(axes));
+    return out;
+  };
+  std::string ss = total(false, clip_total(s));
+  if (s.moe()) {
+    const std::string dense = ss, expert = total(true, "clip.expert.ss");
+    ss = norm_tensor(every, at_rank(every, "clip.ss"), "clip.ss", {});
+    g.op(at_rank(every, "clip.ss.add"), "add", {dense, expert}, {ss});
   }
-  clip_coefficient(x, out);
+  clip_coefficient(every, ss);
   clip_pieces();
 }
 

@@ -179,7 +179,6 @@ std::string compact_unsupported(const Layout& s) {
   // The tied table's gradient is summed over the first and the last stage
   // only: not a whole line of the mesh, so not a group of axes.
   if (s.tie && s.pp > 1) return "--tie-embeddings with pp > 1";
-  if (s.c.clip && s.moe()) return "--clip with MoE";
   // The dropout bugs pick their tp ranks in the expanded form only.
   for (const char* bug : {"dropout-rng-replicated-differs", "dropout-rng-sharded-same"})
     if (s.c.bug == bug) return "--bug " + s.c.bug;
