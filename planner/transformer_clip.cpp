@@ -25,7 +25,8 @@ namespace {
 
 bool tp_split(const Spec& spec) {
   for (Ax a : spec)
-    if (a == Ax::Tp || a == Ax::Kv || a == Ax::TpGate || a == Ax::TpUp || a == Ax::KvModulo)
+    if (a == Ax::Tp || a == Ax::Etp || a == Ax::Kv || a == Ax::TpGate || a == Ax::TpUp ||
+        a == Ax::KvModulo)
       return true;
   return false;
 }

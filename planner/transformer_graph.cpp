@@ -153,6 +153,8 @@ std::string compact_unsupported(const Layout& s) {
   if (s.c.clip) return "--clip";
   if (s.zero == 3) return "--zero 3";
   if (s.c.dropout) return "--dropout";
+  // Megatron's expert mesh re-factoring tp x dp: written expanded only.
+  if (s.etp_split()) return "--etp below tp";
   // The training-step bugs (step_bugs.cpp) are written into the expanded form only.
   for (const BugSpec& b : step_bug_table())
     if (s.c.bug == b.info.name) return "--bug " + s.c.bug;
