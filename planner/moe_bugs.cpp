@@ -333,6 +333,7 @@ std::vector<Coord> Builder::sync_members(const Param& p, const Coord& x) const {
     return members;
   }
   // The edp x cp group x leads: the dp ranks with x's ep rank, every cp rank.
+  if (int(x.d) >= s.ep || x.c != 0) return members;
   for (Coord xd = x; int(xd.d) < s.dp; xd.d = Ix(int(xd.d) + s.ep))
     for (xd.c = 0; xd.c < s.cp; ++xd.c) members.push_back(xd);
   return members;
