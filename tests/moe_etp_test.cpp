@@ -163,6 +163,25 @@ TEST_P(MoeEtpBug, IsFoundWhereItFirstShows) {
 INSTANTIATE_TEST_SUITE_P(Tiny, MoeEtpBug, ::testing::ValuesIn(bug_cases()),
                          [](const auto& info) { return info.param.label; });
 
+// DeepSeek-V3's published shapes (256 experts of 128 slots, hidden 7168) at
+// 4 layers (layer 3 is the first MoE layer): dp2 tp2 etp1 ep4 pp2 with 2
+// micro-batches verifies equivalent; on tp2 etp1 ep2 the unsplit tokens are
+// found at l3.moe.xin.
+TEST(DeepseekV3Etp, PublishedShapesEquivalentAndUnsplitTokensFound) {
+  PlanConfig c = testing::transformer_config(4, 2, 2, 2, 2);
+  c.etp = 1;
+  c.ep = 4;
+  Report r = testing::verify_json(planner::generate_plan("deepseek-v3", c), "deepseek-etp");
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+  c = testing::transformer_config(4, 1, 2, 1, 1);
+  c.etp = 1;
+  c.ep = 2;
+  c.bug = "etp-tokens-not-split";
+  const json plan = planner::generate_plan("deepseek-v3", c);
+  EXPECT_EQ(plan["meta"]["bug_first_tensor"], "l3.moe.xin");
+  testing::expect_bug_found_first(plan, "deepseek-etp-bug");
+}
+
 // What is not written is refused by name, with the usage exit status.
 class MoeEtpCli : public testing::ScratchDirTest {
  protected:
