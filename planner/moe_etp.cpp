@@ -6,7 +6,8 @@
 // q / ep (at etp == tp, q == d: the dp re-factoring of moe_layout.cpp).
 //
 // Attention and the dense parts stay tp-sharded and every tp rank still
-// routes its dp rank's whole sequences (the router is replicated over tp).
+// routes its dp rank's whole sequences (the router is replicated over tp;
+// under sp the tokens are first gathered into them, moe_seq.cpp).
 // The tp ranks of one etp rank then split those sequences: split j sends
 // block j of the tp / etp blocks of its sequences through the all_to_all
 // over its ep group (the ep consecutive q of its etp rank), so a token's

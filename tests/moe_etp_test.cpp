@@ -58,6 +58,10 @@ std::vector<Case> correct_cases() {
       {"tp4_etp2_ep2", mesh(1, 4, 2, 2)},
       {"dp2_tp2_etp1_ep2_mb2_pp2",
        mesh(2, 2, 1, 2, [](PlanConfig& c) { c.microbatches = 2, c.pp = 2; })},
+      // Sequence parallelism: the tokens gathered into whole sequences, then split.
+      {"tp2_etp1_ep2_sp", mesh(1, 2, 1, 2, [](PlanConfig& c) { c.sp = true; })},
+      {"dp2_tp2_etp1_ep2_sp", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.sp = true; })},
+      {"tp4_etp2_ep2_sp", mesh(1, 4, 2, 2, [](PlanConfig& c) { c.sp = true; })},
       {"dp2_tp2_etp1_ep2_two_sequences", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.batch = 8; })},
   };
 }
@@ -140,6 +144,10 @@ std::vector<BugCase> bug_cases() {
       // shares a block (ep 4: other experts summed in).
       bug("expert_grad_on_dp_group_ep1", "etp-expert-grad-on-dp-group", mesh(2, 2, 1, 1)),
       bug("expert_grad_on_dp_group_ep4", "etp-expert-grad-on-dp-group", mesh(2, 2, 1, 4)),
+      bug("tokens_not_split_sp", "etp-tokens-not-split",
+          mesh(2, 2, 1, 2, [](PlanConfig& c) { c.sp = true; })),
+      bug("expert_grad_on_dp_group_sp", "etp-expert-grad-on-dp-group",
+          mesh(2, 2, 1, 1, [](PlanConfig& c) { c.sp = true; })),
       // MoE bugs that apply on this mesh.
       bug("expert_grad_not_synced", "expert-grad-not-synced", mesh(1, 2, 1, 1)),
       bug("expert_grad_averaged_over_edp", "expert-grad-averaged-over-edp", mesh(2, 2, 1, 2)),
@@ -150,6 +158,10 @@ std::vector<BugCase> bug_cases() {
           mesh(1, 2, 1, 2, [](PlanConfig& c) { c.batch = 4; })),
       bug("router_grad_not_synced", "router-grad-not-synced", mesh(2, 2, 1, 2)),
       bug("moe_combine_missing_shared", "moe-combine-missing-shared", mesh(1, 2, 1, 2)),
+      bug("moe_sp_dispatch_local_tokens", "moe-sp-dispatch-local-tokens",
+          mesh(2, 2, 1, 2, [](PlanConfig& c) { c.sp = true; })),
+      bug("moe_sp_combine_wrong_piece", "moe-sp-combine-wrong-piece",
+          mesh(2, 2, 1, 2, [](PlanConfig& c) { c.sp = true; })),
   };
 }
 
@@ -200,7 +212,6 @@ TEST_F(MoeEtpCli, RefusesWhatIsNotWritten) {
   expect_refused("moe-tiny --tp 2 --etp 1 --ep 3", "ep (3) must divide dp * tp / etp (2)");
   expect_refused("moe-tiny --tp 2 --etp 1 --batch 1",
                  "tp / etp (2) must divide the sequences per dp rank and micro-batch (1)");
-  expect_refused("moe-tiny --tp 2 --etp 1 --sp", "--etp 1 below tp 2: --sp is not supported");
   expect_refused("moe-tiny --tp 2 --etp 1 --cp 2", "--etp 1 below tp 2: --cp is not supported");
   expect_refused("moe-tiny --dp 2 --tp 2 --etp 1 --zero 1",
                  "--etp 1 below tp 2: --zero is not supported");
