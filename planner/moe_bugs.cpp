@@ -298,7 +298,8 @@ bool Builder::dp_replicated(const Param& p) const {
 
 bool Builder::edp_replicated(const Param& p) const {
   if (s.logical || !expert_piece(p.spec) || dp_replicated(p)) return false;
-  if (s.etp_split()) return s.edp() > 1;
+  // Under cp the cp ranks hold partial sums of one block too.
+  if (s.etp_split()) return s.edp() > 1 || s.cp > 1;
   // Under cp the cp ranks hold partial sums of one block too.
   return s.ep > 1 && (s.ep < s.dp || s.cp > 1);
 }
@@ -325,11 +326,11 @@ std::vector<Coord> Builder::sync_members(const Param& p, const Coord& x) const {
   std::vector<Coord> members;
   if (!synced_over_edp(p)) return x.d == 0 && x.c == 0 ? dp_cp_members(x) : members;
   if (s.etp_split()) {
-    // The edp group x leads: the expert-dp indices with x's ep rank, with
-    // x's etp rank (cp is 1).
-    if (expert_dp(x) >= s.ep) return members;
+    // The edp x cp group x leads: the expert-dp indices with x's ep rank,
+    // with x's etp rank, every cp rank.
+    if (expert_dp(x) >= s.ep || x.c != 0) return members;
     for (int q = expert_dp(x); q < s.dp * s.etp_splits(); q += s.ep)
-      members.push_back(expert_coord(x, q));
+      for (Coord xd = expert_coord(x, q); xd.c < s.cp; ++xd.c) members.push_back(xd);
     return members;
   }
   // The edp x cp group x leads: the dp ranks with x's ep rank, every cp rank.

@@ -7,7 +7,8 @@
 //
 // Attention and the dense parts stay tp-sharded and every tp rank still
 // routes its dp rank's whole sequences (the router is replicated over tp;
-// under sp the tokens are first gathered into them, moe_seq.cpp).
+// under sp and cp the tokens are first gathered into them, moe_seq.cpp;
+// each cp rank has its own ep groups, as at etp = tp).
 // The tp ranks of one etp rank then split those sequences: split j sends
 // block j of the tp / etp blocks of its sequences through the all_to_all
 // over its ep group (the ep consecutive q of its etp rank), so a token's
@@ -15,7 +16,7 @@
 // over etp (partials all-reduced over the etp group; nothing to sum at etp
 // 1). What comes back is all-gathered over the splits into the whole
 // sequences, and the combine runs as before. An expert block's gradient is
-// summed over its edp group (the q with its ep rank, its etp rank).
+// summed over its edp group (the q with its ep rank, its etp rank) x cp.
 #include "planner/transformer.h"
 
 namespace shardproof::planner::transformer {
@@ -67,7 +68,7 @@ void Builder::split_tokens(Coord x0, int i, const std::string& name) {
   const Shape slots = {s.B, s.E, s.C, s.H};
   const int64_t len = s.local_batch() / s.etp_splits();
   const bool tokens = name == layer(i) + ".moe.xin";
-  each_dp(x0, [&](const Coord& xd) {
+  each_dp_cp(x0, [&](const Coord& xd) {
     each_tp(xd, [&](const Coord& x) {
       const std::string out = claim(x, split_side(x, name), name, slots, kSplit);
       int64_t j = int(x.t) / s.etp;
@@ -83,7 +84,7 @@ void Builder::gather_splits(Coord x0, const std::string& name) {
   if (!s.etp_split()) return;
   const Shape slots = {s.B, s.E, s.C, s.H};
   const bool ref = name == layer(s.moe_bug_layer()) + ".moe.out";
-  each_dp(x0, [&](const Coord& xd) {
+  each_dp_cp(x0, [&](const Coord& xd) {
     for (int k = 0; k < s.etp; ++k) {
       Coord xg = xd;  // named at the group's first member
       xg.t = k;
@@ -112,7 +113,7 @@ void Builder::expert_sum(Coord x0, const std::string& name,
     each_dp_cp(x0, [&](const Coord& x) { tp_sum(x, name, slots, spec, -1, name, produce); });
     return;
   }
-  each_dp(x0, [&](const Coord& xd) {
+  each_dp_cp(x0, [&](const Coord& xd) {
     for (int j = 0; j < s.etp_splits(); ++j) {
       Coord xg = xd;
       xg.t = j * s.etp;

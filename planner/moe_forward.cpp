@@ -78,13 +78,15 @@ std::string Builder::token_side(const Coord& x, const std::string& name) const {
 void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts) {
   if (s.ep == 1) return;
   if (s.etp_split()) {
-    // The ep groups of the expert mesh, one per etp rank (cp is 1).
+    // The ep groups of the expert mesh, one per etp rank (and cp rank, as
+    // at etp = tp).
     for (const Ix& lead : ep_leaders())
-      for (int k = 0; k < s.etp; ++k) {
-        Coord xg = x0;
-        xg.t = k;
-        all_to_all_group(expert_coord(xg, lead), name, to_experts);
-      }
+      each_cp(x0, [&](Coord xg) {
+        for (int k = 0; k < s.etp; ++k) {
+          xg.t = k;
+          all_to_all_group(expert_coord(xg, lead), name, to_experts);
+        }
+      });
     return;
   }
   for (const Ix& lead : ep_leaders())

@@ -57,9 +57,10 @@ void Layout::init_moe() {
 // Megatron's expert mesh with etp < tp: ep x etp x edp re-factors tp x dp.
 // Each tp rank sends its token split (a block of its dp rank's sequences)
 // to the experts (moe_etp.cpp). What is written and verified so far is the
-// v1 plan with dp, tp (and sp: every tp rank routes whole sequences, as at
-// etp = tp), pp and micro-batches; not cp, ZeRO, --clip, the interleaved
-// pipeline (compact_unsupported refuses the compact form).
+// v1 plan with dp, tp, sp and cp (every tp and cp rank routes whole
+// sequences, as at etp = tp; an ep group per cp rank), pp (and vpp) and
+// micro-batches; not ZeRO or --clip (compact_unsupported refuses the
+// compact form).
 void Layout::check_etp_split() const {
   auto reject = [&](const std::string& why) {
     throw std::invalid_argument(model.name + ": --etp " + str(etp) + " below tp " + str(tp) + ": " +
@@ -71,10 +72,8 @@ void Layout::check_etp_split() const {
     reject("tp / etp (" + str(etp_splits()) + ") must divide the sequences per dp rank and " +
            "micro-batch (" + str(B / (int64_t(dp) * mb)) + "): each tp rank sends one block of " +
            "them to the experts (raise --batch)");
-  if (cp > 1) reject("--cp is not supported yet");
   if (zero > 0) reject("--zero is not supported yet");
   if (c.clip) reject("--clip is not supported yet");
-  if (vpp > 1) reject("--vpp is not supported yet");
 }
 
 }  // namespace shardproof::planner::transformer

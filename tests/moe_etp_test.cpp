@@ -62,6 +62,13 @@ std::vector<Case> correct_cases() {
       {"tp2_etp1_ep2_sp", mesh(1, 2, 1, 2, [](PlanConfig& c) { c.sp = true; })},
       {"dp2_tp2_etp1_ep2_sp", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.sp = true; })},
       {"tp4_etp2_ep2_sp", mesh(1, 4, 2, 2, [](PlanConfig& c) { c.sp = true; })},
+      // Context parallelism: an ep group per cp rank, expert blocks summed over edp x cp.
+      {"dp2_tp2_etp1_ep2_cp2", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.cp = 2; })},
+      {"tp2_etp1_ep1_cp2_sp", mesh(1, 2, 1, 1, [](PlanConfig& c) { c.cp = 2, c.sp = true; })},
+      // The interleaved pipeline: layers {0}, {1} on pp rank 0 and 1, then {2}, {3}.
+      {"tp2_etp1_ep2_pp2_vpp2_mb2",
+       mesh(1, 2, 1, 2,
+            [](PlanConfig& c) { c.layers = 4, c.pp = 2, c.vpp = 2, c.microbatches = 2; })},
       {"dp2_tp2_etp1_ep2_two_sequences", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.batch = 8; })},
   };
 }
@@ -148,7 +155,12 @@ std::vector<BugCase> bug_cases() {
           mesh(2, 2, 1, 2, [](PlanConfig& c) { c.sp = true; })),
       bug("expert_grad_on_dp_group_sp", "etp-expert-grad-on-dp-group",
           mesh(2, 2, 1, 1, [](PlanConfig& c) { c.sp = true; })),
+      bug("expert_grad_on_dp_group_cp2", "etp-expert-grad-on-dp-group",
+          mesh(2, 2, 1, 1, [](PlanConfig& c) { c.cp = 2; })),
       // MoE bugs that apply on this mesh.
+      bug("vpp_send_wrong_chunk", "vpp-send-wrong-chunk",
+          mesh(1, 2, 1, 2,
+               [](PlanConfig& c) { c.layers = 4, c.pp = 2, c.vpp = 2, c.microbatches = 2; })),
       bug("expert_grad_not_synced", "expert-grad-not-synced", mesh(1, 2, 1, 1)),
       bug("expert_grad_averaged_over_edp", "expert-grad-averaged-over-edp", mesh(2, 2, 1, 2)),
       bug("expert_out_not_reduced_etp", "expert-out-not-reduced-tp", mesh(1, 4, 2, 2)),
@@ -158,6 +170,8 @@ std::vector<BugCase> bug_cases() {
           mesh(1, 2, 1, 2, [](PlanConfig& c) { c.batch = 4; })),
       bug("router_grad_not_synced", "router-grad-not-synced", mesh(2, 2, 1, 2)),
       bug("moe_combine_missing_shared", "moe-combine-missing-shared", mesh(1, 2, 1, 2)),
+      bug("moe_cp_expert_grad_all_slots", "moe-cp-expert-grad-all-slots",
+          mesh(2, 2, 1, 2, [](PlanConfig& c) { c.cp = 2; })),
       bug("moe_sp_dispatch_local_tokens", "moe-sp-dispatch-local-tokens",
           mesh(2, 2, 1, 2, [](PlanConfig& c) { c.sp = true; })),
       bug("moe_sp_combine_wrong_piece", "moe-sp-combine-wrong-piece",
@@ -212,7 +226,6 @@ TEST_F(MoeEtpCli, RefusesWhatIsNotWritten) {
   expect_refused("moe-tiny --tp 2 --etp 1 --ep 3", "ep (3) must divide dp * tp / etp (2)");
   expect_refused("moe-tiny --tp 2 --etp 1 --batch 1",
                  "tp / etp (2) must divide the sequences per dp rank and micro-batch (1)");
-  expect_refused("moe-tiny --tp 2 --etp 1 --cp 2", "--etp 1 below tp 2: --cp is not supported");
   expect_refused("moe-tiny --dp 2 --tp 2 --etp 1 --zero 1",
                  "--etp 1 below tp 2: --zero is not supported");
   expect_refused("moe-tiny --dp 2 --tp 2 --etp 1 --clip",
