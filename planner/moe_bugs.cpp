@@ -230,7 +230,8 @@ std::string family_not_applicable(const Layout& s, const std::string& bug) {
   // --etp below tp etp-expert-grad-on-dp-group is the wrong-group bug.
   if (s.etp_split())
     for (const char* dp_mesh : {"expert-grad-double-reduced", "expert-grad-on-dp-group",
-                                "shared-expert-grad-on-edp-group", "expert-grad-scaled-by-dp"})
+                                "shared-expert-grad-on-edp-group", "expert-grad-scaled-by-dp",
+                                "zero-expert-shard-dp-rank"})
       if (bug == dp_mesh) return "written for etp = tp only, not for --etp below tp";
   if ((bug == "fused-gate-up-contiguous" || bug == "allreduce-mean-not-sum") &&
       s.moe_layer(s.bug_layer()))

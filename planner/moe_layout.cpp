@@ -58,9 +58,10 @@ void Layout::init_moe() {
 // Each tp rank sends its token split (a block of its dp rank's sequences)
 // to the experts (moe_etp.cpp). What is written and verified so far is the
 // v1 plan with dp, tp, sp and cp (every tp and cp rank routes whole
-// sequences, as at etp = tp; an ep group per cp rank), pp (and vpp) and
-// micro-batches; not ZeRO or --clip (compact_unsupported refuses the
-// compact form).
+// sequences, as at etp = tp; an ep group per cp rank), pp (and vpp),
+// micro-batches and ZeRO (an expert block sharded over its edp group);
+// not ZeRO with cp, nor --clip (compact_unsupported refuses the compact
+// form).
 void Layout::check_etp_split() const {
   auto reject = [&](const std::string& why) {
     throw std::invalid_argument(model.name + ": --etp " + str(etp) + " below tp " + str(tp) + ": " +
@@ -72,7 +73,9 @@ void Layout::check_etp_split() const {
     reject("tp / etp (" + str(etp_splits()) + ") must divide the sequences per dp rank and " +
            "micro-batch (" + str(B / (int64_t(dp) * mb)) + "): each tp rank sends one block of " +
            "them to the experts (raise --batch)");
-  if (zero > 0) reject("--zero is not supported yet");
+  // ZeRO shards an expert block over its edp group; under cp its gradient
+  // is a sum over edp x cp (not written, as at etp = tp).
+  if (zero > 0 && cp > 1) reject("--zero with --cp is not supported yet");
   if (c.clip) reject("--clip is not supported yet");
 }
 

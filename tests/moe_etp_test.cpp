@@ -62,6 +62,11 @@ std::vector<Case> correct_cases() {
       {"tp2_etp1_ep2_sp", mesh(1, 2, 1, 2, [](PlanConfig& c) { c.sp = true; })},
       {"dp2_tp2_etp1_ep2_sp", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.sp = true; })},
       {"tp4_etp2_ep2_sp", mesh(1, 4, 2, 2, [](PlanConfig& c) { c.sp = true; })},
+      // ZeRO: an expert block sharded over its edp group (4 ranks at ep 1:
+      // one expert each), the dense weights over dp.
+      {"dp2_tp2_etp1_ep2_zero1", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.zero = 1; })},
+      {"dp2_tp2_etp1_ep1_zero2", mesh(2, 2, 1, 1, [](PlanConfig& c) { c.zero = 2; })},
+      {"dp2_tp2_etp1_ep2_zero3", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.zero = 3; })},
       // Context parallelism: an ep group per cp rank, expert blocks summed over edp x cp.
       {"dp2_tp2_etp1_ep2_cp2", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.cp = 2; })},
       {"tp2_etp1_ep1_cp2_sp", mesh(1, 2, 1, 1, [](PlanConfig& c) { c.cp = 2, c.sp = true; })},
@@ -120,6 +125,16 @@ TEST(MoeEtpPlan, GroupsAreTheExpertMesh) {
   EXPECT_EQ(op_named(etp2, "dp0.tp2.pp0.mb0.l1.moe.out.etp_all_reduce")["group"], json({2, 3}));
   EXPECT_EQ(etp2["parallel"]["tensors"]["dp0.tp3.pp0.l1.moe.wg"]["of"]["slice"],
             json({{2, 4}, {0, 16}, {4, 8}}));
+
+  // ZeRO-2 at dp2 tp2 etp1 ep1: the expert block (every expert) has 4
+  // replicas, q = rank; each keeps expert q.
+  const json z2 =
+      planner::generate_plan(kTiny, mesh(2, 2, 1, 1, [](PlanConfig& c) { c.zero = 2; }));
+  EXPECT_EQ(op_named(z2, "dp0.tp0.pp0.grad.l1.moe.wg.dp_reduce_scatter")["group"],
+            json({0, 1, 2, 3}));
+  EXPECT_EQ(op_named(z2, "dp0.tp0.pp0.l1.moe.wg.zero_all_gather")["group"], json({0, 1, 2, 3}));
+  EXPECT_EQ(z2["parallel"]["tensors"]["dp1.tp0.pp0.l1.moe.wg.shard"]["of"]["slice"][0],
+            json({2, 3}));
 }
 
 // --etp equal to tp is Megatron's default: the same plan as without --etp.
@@ -170,6 +185,12 @@ std::vector<BugCase> bug_cases() {
           mesh(1, 2, 1, 2, [](PlanConfig& c) { c.batch = 4; })),
       bug("router_grad_not_synced", "router-grad-not-synced", mesh(2, 2, 1, 2)),
       bug("moe_combine_missing_shared", "moe-combine-missing-shared", mesh(1, 2, 1, 2)),
+      bug("zero_allgather_order", "zero-allgather-order",
+          mesh(2, 2, 1, 2, [](PlanConfig& c) { c.zero = 1; })),
+      bug("zero3_param_gather_order", "zero3-param-gather-order",
+          mesh(2, 2, 1, 2, [](PlanConfig& c) { c.zero = 3; })),
+      bug("expert_grad_not_synced_zero2", "expert-grad-not-synced",
+          mesh(2, 2, 1, 1, [](PlanConfig& c) { c.zero = 2; })),
       bug("moe_cp_expert_grad_all_slots", "moe-cp-expert-grad-all-slots",
           mesh(2, 2, 1, 2, [](PlanConfig& c) { c.cp = 2; })),
       bug("moe_sp_dispatch_local_tokens", "moe-sp-dispatch-local-tokens",
@@ -226,8 +247,8 @@ TEST_F(MoeEtpCli, RefusesWhatIsNotWritten) {
   expect_refused("moe-tiny --tp 2 --etp 1 --ep 3", "ep (3) must divide dp * tp / etp (2)");
   expect_refused("moe-tiny --tp 2 --etp 1 --batch 1",
                  "tp / etp (2) must divide the sequences per dp rank and micro-batch (1)");
-  expect_refused("moe-tiny --dp 2 --tp 2 --etp 1 --zero 1",
-                 "--etp 1 below tp 2: --zero is not supported");
+  expect_refused("moe-tiny --dp 2 --tp 2 --etp 1 --zero 1 --cp 2",
+                 "--etp 1 below tp 2: --zero with --cp is not supported");
   expect_refused("moe-tiny --dp 2 --tp 2 --etp 1 --clip",
                  "--etp 1 below tp 2: --clip is not supported");
   expect_refused("moe-tiny --tp 2 --etp 1 --compact", "--compact does not support --etp below tp");
