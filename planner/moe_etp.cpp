@@ -144,4 +144,27 @@ void Builder::expert_sum(Coord x0, const std::string& name,
   });
 }
 
+std::vector<int> Builder::etp_norm_group(const Coord& x) const {
+  // --clip: the ranks whose expert pieces differ. Each rank holds the block
+  // of its ep rank, etp shard of its etp rank: the ranks of x's edp index
+  // (its ep group x etp group) hold each piece once, on every stage; under
+  // ZeRO every rank holds its own shard of its block. Replicas over edp
+  // and cp get the same total. Bug: without the other ranks of the ep
+  // group (only x's etp group).
+  const bool missing_ep = s.bug("clip-norm-missing-ep");
+  std::vector<int> group;
+  for (int p = 0; p < s.pp; ++p)
+    for (int d = 0; d < s.dp; ++d)
+      for (int c = 0; c < s.cp; ++c)
+        for (int t = 0; t < s.tp; ++t) {
+          const Coord y{d, c, t, p, 0};
+          const bool same_block = missing_ep ? expert_dp(y) == expert_dp(x)
+                                             : expert_dp(y) / s.ep == expert_dp(x) / s.ep;
+          if (s.zero == 0 || missing_ep)
+            if (!same_block || c != int(x.c)) continue;
+          group.push_back(s.rank(d, c, t, p));
+        }
+  return group;
+}
+
 }  // namespace shardproof::planner::transformer

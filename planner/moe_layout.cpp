@@ -59,9 +59,8 @@ void Layout::init_moe() {
 // to the experts (moe_etp.cpp). What is written and verified so far is the
 // v1 plan with dp, tp, sp and cp (every tp and cp rank routes whole
 // sequences, as at etp = tp; an ep group per cp rank), pp (and vpp),
-// micro-batches and ZeRO (an expert block sharded over its edp group);
-// not ZeRO with cp, nor --clip (compact_unsupported refuses the compact
-// form).
+// micro-batches, ZeRO (an expert block sharded over its edp group) and
+// --clip; not ZeRO with cp (compact_unsupported refuses the compact form).
 void Layout::check_etp_split() const {
   auto reject = [&](const std::string& why) {
     throw std::invalid_argument(model.name + ": --etp " + str(etp) + " below tp " + str(tp) + ": " +
@@ -76,7 +75,6 @@ void Layout::check_etp_split() const {
   // ZeRO shards an expert block over its edp group; under cp its gradient
   // is a sum over edp x cp (not written, as at etp = tp).
   if (zero > 0 && cp > 1) reject("--zero with --cp is not supported yet");
-  if (c.clip) reject("--clip is not supported yet");
 }
 
 }  // namespace shardproof::planner::transformer

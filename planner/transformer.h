@@ -392,6 +392,8 @@ class Builder {
   void expert_sum(Coord x0, const std::string& name,
                   const std::function<void(const Coord&, const std::string&)>& produce);
   std::vector<Coord> etp_members(const Coord& x) const;
+  // --clip: the ranks whose expert pieces x's expert sum of squares joins.
+  std::vector<int> etp_norm_group(const Coord& x) const;
   // moe_seq.cpp: sequence and context parallelism around an MoE layer.
   // All-gathers the tokens `name` (cut as the residual) of dp rank x0.d into
   // whole sequences on every tp and cp rank (no-op without sp or cp).

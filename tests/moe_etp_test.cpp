@@ -67,6 +67,12 @@ std::vector<Case> correct_cases() {
       {"dp2_tp2_etp1_ep2_zero1", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.zero = 1; })},
       {"dp2_tp2_etp1_ep1_zero2", mesh(2, 2, 1, 1, [](PlanConfig& c) { c.zero = 2; })},
       {"dp2_tp2_etp1_ep2_zero3", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.zero = 3; })},
+      // --clip: the experts' squares summed over each edp index's ep x etp
+      // ranks (every rank under ZeRO).
+      {"dp2_tp2_etp1_ep2_clip", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.clip = true; })},
+      {"tp4_etp2_ep2_clip_pp2", mesh(1, 4, 2, 2, [](PlanConfig& c) { c.clip = true, c.pp = 2; })},
+      {"dp2_tp2_etp1_ep2_clip_zero2",
+       mesh(2, 2, 1, 2, [](PlanConfig& c) { c.clip = true, c.zero = 2; })},
       // Context parallelism: an ep group per cp rank, expert blocks summed over edp x cp.
       {"dp2_tp2_etp1_ep2_cp2", mesh(2, 2, 1, 2, [](PlanConfig& c) { c.cp = 2; })},
       {"tp2_etp1_ep1_cp2_sp", mesh(1, 2, 1, 1, [](PlanConfig& c) { c.cp = 2, c.sp = true; })},
@@ -191,6 +197,10 @@ std::vector<BugCase> bug_cases() {
           mesh(2, 2, 1, 2, [](PlanConfig& c) { c.zero = 3; })),
       bug("expert_grad_not_synced_zero2", "expert-grad-not-synced",
           mesh(2, 2, 1, 1, [](PlanConfig& c) { c.zero = 2; })),
+      bug("clip_norm_missing_ep", "clip-norm-missing-ep",
+          mesh(2, 2, 1, 2, [](PlanConfig& c) { c.clip = true; })),
+      bug("clip_norm_missing_ep_zero1", "clip-norm-missing-ep",
+          mesh(2, 2, 1, 2, [](PlanConfig& c) { c.clip = true, c.zero = 1; })),
       bug("moe_cp_expert_grad_all_slots", "moe-cp-expert-grad-all-slots",
           mesh(2, 2, 1, 2, [](PlanConfig& c) { c.cp = 2; })),
       bug("moe_sp_dispatch_local_tokens", "moe-sp-dispatch-local-tokens",
@@ -249,8 +259,6 @@ TEST_F(MoeEtpCli, RefusesWhatIsNotWritten) {
                  "tp / etp (2) must divide the sequences per dp rank and micro-batch (1)");
   expect_refused("moe-tiny --dp 2 --tp 2 --etp 1 --zero 1 --cp 2",
                  "--etp 1 below tp 2: --zero with --cp is not supported");
-  expect_refused("moe-tiny --dp 2 --tp 2 --etp 1 --clip",
-                 "--etp 1 below tp 2: --clip is not supported");
   expect_refused("moe-tiny --tp 2 --etp 1 --compact", "--compact does not support --etp below tp");
 }
 
