@@ -1,6 +1,7 @@
 // Megatron's expert mesh with expert tensor parallelism below tp (--etp):
 // the expert layers re-factor the tp x dp ranks of a stage as ep x etp x edp
-// (Megatron's expert RankGenerator, order tp-ep-dp: etp fastest). Rank
+// (Megatron's expert RankGenerator, order tp-cp-ep-dp-pp with cp 1 there:
+// etp fastest). Rank
 // (d, t) is etp rank k = t % etp of the token split j = t / etp; its
 // expert-dp index q = d * (tp / etp) + j has ep rank q % ep and edp rank
 // q / ep (at etp == tp, q == d: the dp re-factoring of moe_layout.cpp).
@@ -16,7 +17,9 @@
 // over etp (partials all-reduced over the etp group; nothing to sum at etp
 // 1). What comes back is all-gathered over the splits into the whole
 // sequences, and the combine runs as before. An expert block's gradient is
-// summed over its edp group (the q with its ep rank, its etp rank) x cp.
+// summed over its edp group (the q with its ep rank, its etp rank) x cp;
+// ZeRO shards it over that group (transformer_update.cpp), and --clip sums
+// the experts' squares over the ranks of one edp index (etp_norm_group).
 #include "planner/transformer.h"
 
 namespace shardproof::planner::transformer {
