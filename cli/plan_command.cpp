@@ -72,6 +72,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
   cmd->add_option("--ep", c.ep, "Expert-parallel degree (MoE models): divides dp")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  cmd->add_option("--etp", c.etp,
+                  "Expert tensor-parallel degree (MoE models): divides tp; default tp")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--tie-embeddings", c.tie_embeddings,
                 "LM head shares the embedding table (transformers)");
   cmd->add_flag("--bias", c.bias,

@@ -41,6 +41,7 @@ Layout::Layout(const PlanConfig& config)
                          {"zero", config.zero + 1}})
     if (v != 1) reject(std::string(name) + " is not supported by the mlp family");
   if (config.sp) reject("sp is not supported by the mlp family");
+  if (config.etp != 0) reject("etp is not supported by the mlp family");
   if (config.seq != 0) reject("seq is not supported by the mlp family");
   if (config.tie_embeddings) reject("tie_embeddings is not supported by the mlp family");
   if (config.bias) reject("bias is not supported by the mlp family");

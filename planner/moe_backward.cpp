@@ -80,42 +80,41 @@ void Builder::moe_backward(int i, Coord x0) {
     std::string g_out = act(x, grad(m + ".out"), slots, kSlots);
     op(x, grad(m + ".out"), "reshape", {g_out2}, {g_out}, {{"shape", g.shape(g_out)}});
   });
+  split_tokens(x0, i, grad(m + ".out"));
   moe_all_to_all(x0, grad(m + ".out"), true);
 
   // Experts backward, on the owner.
   const Shape ffn = {s.B, s.E, s.C, s.FE};
   each_rank([&](const Coord& x) {
     const std::string g_out = expert_side(x, grad(m + ".out"));
-    std::string g_mid = act(x, grad(m + ".mid"), ffn, expert_spec(Ax::Tp));
+    std::string g_mid = act(x, grad(m + ".mid"), ffn, expert_spec(Ax::Etp));
     op(x, grad(m + ".mid"), "matmul", {g_out, weight(x, m + ".wd")}, {g_mid},
        {{"transpose_b", true}});
     expert_weight_grad(x, at(x, m + ".mid"), g_out, m + ".wd");
-    std::string g_act = act(x, grad(m + ".act"), ffn, expert_spec(Ax::Tp));
+    std::string g_act = act(x, grad(m + ".act"), ffn, expert_spec(Ax::Etp));
     op(x, grad(m + ".act"), "mul", {g_mid, at(x, m + ".up")}, {g_act});
-    std::string g_up = act(x, grad(m + ".up"), ffn, expert_spec(Ax::Tp));
+    std::string g_up = act(x, grad(m + ".up"), ffn, expert_spec(Ax::Etp));
     op(x, grad(m + ".up"), "mul", {g_mid, at(x, m + ".act")}, {g_up});
-    std::string dsilu = act(x, m + ".dsilu", ffn, expert_spec(Ax::Tp));
+    std::string dsilu = act(x, m + ".dsilu", ffn, expert_spec(Ax::Etp));
     op(x, m + ".dsilu", "map", {at(x, m + ".gate")}, {dsilu}, {{"fn", "silu'"}});
-    std::string g_gate = act(x, grad(m + ".gate"), ffn, expert_spec(Ax::Tp));
+    std::string g_gate = act(x, grad(m + ".gate"), ffn, expert_spec(Ax::Etp));
     op(x, grad(m + ".gate"), "mul", {g_act, dsilu}, {g_gate});
     const std::string xin = expert_side(x, m + ".xin");
     expert_weight_grad(x, xin, g_gate, m + ".wg");
     expert_weight_grad(x, xin, g_up, m + ".wu");
   });
-  each_dp_cp(x0, [&](const Coord& x) {
-    tp_sum(x, grad(m + ".xin"), slots, expert_spec(Ax::Full), -1, grad(m + ".xin"),
-           [&](const Coord& xt, const std::string& out) {
-             const std::string gx = grad(m + ".xin");
-             std::string a = scratch(xt, gx + ".gate", g.shape(out));
-             op(xt, gx + ".gate", "matmul", {at(xt, grad(m + ".gate")), weight(xt, m + ".wg")}, {a},
-                {{"transpose_b", true}});
-             std::string b = scratch(xt, gx + ".up", g.shape(out));
-             op(xt, gx + ".up", "matmul", {at(xt, grad(m + ".up")), weight(xt, m + ".wu")}, {b},
-                {{"transpose_b", true}});
-             op(xt, gx + ".add", "add", {a, b}, {out});
-           });
+  expert_sum(x0, grad(m + ".xin"), [&](const Coord& xt, const std::string& out) {
+    const std::string gx = grad(m + ".xin");
+    std::string a = scratch(xt, gx + ".gate", g.shape(out));
+    op(xt, gx + ".gate", "matmul", {at(xt, grad(m + ".gate")), weight(xt, m + ".wg")}, {a},
+       {{"transpose_b", true}});
+    std::string b = scratch(xt, gx + ".up", g.shape(out));
+    op(xt, gx + ".up", "matmul", {at(xt, grad(m + ".up")), weight(xt, m + ".wu")}, {b},
+       {{"transpose_b", true}});
+    op(xt, gx + ".add", "add", {a, b}, {out});
   });
   moe_all_to_all(x0, grad(m + ".xin"), false);
+  gather_splits(x0, grad(m + ".xin"));
 
   // Dispatch and router backward, and the shared expert, on the tokens' rank.
   const Shape sffn = {s.B, s.S, s.FS};

@@ -27,6 +27,18 @@ std::string in_moe(const Layout& s, const std::string& what) {
   return layer(s.moe_bug_layer()) + ".moe." + what;
 }
 
+// "tp >= 2", or under --etp below tp "etp >= 2": what the expert ffn is split over.
+std::string etp_text(const Layout& s, const std::string& what) {
+  return (s.etp_split() ? "etp " : "tp ") + what;
+}
+
+// An expert block with replicas to sum: ep < dp (ep = 1: every dp rank), or
+// under --etp below tp an edp group of two or more.
+std::string needs_edp_replicas(const Layout& s) {
+  if (s.etp_split()) return needs_moe(s, s.edp() >= 2, "edp = dp * tp / (etp * ep) >= 2");
+  return needs_moe(s, s.dp >= 2 && s.ep < s.dp, "dp >= 2 and ep < dp");
+}
+
 }  // namespace
 
 const std::vector<BugSpec>& moe_bug_table() {
@@ -35,13 +47,13 @@ const std::vector<BugSpec>& moe_bug_table() {
         "the experts' down projection partial sums (ffn split over tp) are not all-reduced over "
         "tp in the MoE reference layer: each rank combines its own part",
         "missing all-reduce after a row-parallel expert linear (expert tensor parallelism)"},
-       [](const Layout& s) { return needs_moe(s, s.tp >= 2, "tp >= 2"); },
+       [](const Layout& s) { return needs_moe(s, s.etp >= 2, etp_text(s, ">= 2")); },
        [](const Layout& s) { return in_moe(s, "out"); }},
       {{"expert-grad-not-reduced-tp",
         "the gradient of the experts' input (tp partials of the gate/up backward) is not "
         "all-reduced over tp in the MoE reference layer",
         "missing all-reduce in the backward of a column-parallel expert linear"},
-       [](const Layout& s) { return needs_moe(s, s.tp >= 2, "tp >= 2"); },
+       [](const Layout& s) { return needs_moe(s, s.etp >= 2, etp_text(s, ">= 2")); },
        [](const Layout& s) { return grad(in_moe(s, "xin")); }},
       {{"router-grad-not-synced",
         "the router weight is treated as expert-local: its gradient is never all-reduced over dp "
@@ -54,9 +66,7 @@ const std::vector<BugSpec>& moe_bug_table() {
         "reference layer's expert gate weight gradient is not all-reduced over its "
         "expert-data-parallel group (tp rank 0)",
         "expert parameters skipped by the (expert-)data-parallel gradient sync"},
-       [](const Layout& s) {
-         return needs_moe(s, s.dp >= 2 && s.ep < s.dp, "dp >= 2 and ep < dp");
-       },
+       [](const Layout& s) { return needs_edp_replicas(s); },
        [](const Layout& s) { return grad(in_moe(s, "wg")); }},
       {{"expert-grad-double-reduced",
         "with ep = dp each dp rank owns other experts, yet the expert gate weight gradients are "
@@ -91,9 +101,7 @@ const std::vector<BugSpec>& moe_bug_table() {
         "(dp / ep replicas) where the loss, normalised over every token, needs their sum (tp "
         "rank 0)",
         "expert gradients scaled by the expert-data-parallel size"},
-       [](const Layout& s) {
-         return needs_moe(s, s.dp >= 2 && s.ep < s.dp, "dp >= 2 and ep < dp");
-       },
+       [](const Layout& s) { return needs_edp_replicas(s); },
        [](const Layout& s) { return grad(in_moe(s, "wg")); }},
       {{"zero-expert-shard-dp-rank",
         "with ZeRO-1 and 1 < ep < dp every rank keeps the shard of the reference layer's summed "
@@ -110,7 +118,7 @@ const std::vector<BugSpec>& moe_bug_table() {
         "on experts, into a buffer then viewed with the expected shape",
         "all_to_all with split_dim and concat_dim swapped"},
        [](const Layout& s) {
-         return needs_moe(s, s.ep >= 2 && s.local_batch() % s.ep == 0,
+         return needs_moe(s, s.ep >= 2 && s.local_batch() / s.etp_splits() % s.ep == 0,
                           "ep >= 2 and ep dividing the sequences per dp rank and micro-batch");
        },
        [](const Layout& s) { return in_moe(s, "xin"); }},
@@ -181,7 +189,8 @@ const std::vector<BugSpec>& moe_bug_table() {
 
 std::vector<const BugSpec*> all_bugs() {
   std::vector<const BugSpec*> all;
-  for (const auto* table : {&bug_table(), &option_bug_table(), &step_bug_table(), &moe_bug_table()})
+  for (const auto* table : {&bug_table(), &option_bug_table(), &step_bug_table(), &moe_bug_table(),
+                            &moe_etp_bug_table()})
     for (const BugSpec& b : *table) all.push_back(&b);
   return all;
 }
@@ -208,13 +217,22 @@ std::vector<BugInfo> family_bugs(const ModelShape& model) {
     if (!moe ||
         (b.info.name.rfind("dropout-", 0) != 0 && b.info.name != "accumulate-across-reduce"))
       list(b);
-  if (moe)
+  if (moe) {
     for (const BugSpec& b : moe_bug_table()) list(b);
+    for (const BugSpec& b : moe_etp_bug_table()) list(b);
+  }
   return infos;
 }
 
 std::string family_not_applicable(const Layout& s, const std::string& bug) {
   if (!s.moe()) return "";
+  // Written for the expert mesh that re-factors dp only (etp == tp); under
+  // --etp below tp etp-expert-grad-on-dp-group is the wrong-group bug.
+  if (s.etp_split())
+    for (const char* dp_mesh : {"expert-grad-double-reduced", "expert-grad-on-dp-group",
+                                "shared-expert-grad-on-edp-group", "expert-grad-scaled-by-dp",
+                                "zero-expert-shard-dp-rank"})
+      if (bug == dp_mesh) return "written for etp = tp only, not for --etp below tp";
   if ((bug == "fused-gate-up-contiguous" || bug == "allreduce-mean-not-sum") &&
       s.moe_layer(s.bug_layer()))
     return "the reference layer " + layer(s.bug_layer()) + " is an MoE layer (no dense MLP)";
@@ -271,16 +289,20 @@ bool expert_piece(const Spec& spec) {
 bool Builder::dp_replicated(const Param& p) const {
   // With ep >= 2 the expert dimension is split over each ep group: the dp
   // ranks of one ep group hold different experts (replicas only across ep
-  // groups: edp_replicated).
-  if (s.logical || s.ep == 1 || !expert_piece(p.spec)) return true;
-  return (s.bug("expert-grad-double-reduced") || s.bug("expert-grad-on-dp-group")) &&
+  // groups: edp_replicated). Under --etp below tp an expert block's replicas
+  // are its edp group of the tp x dp re-factoring, whatever ep is.
+  if (s.logical || (s.ep == 1 && !s.etp_split()) || !expert_piece(p.spec)) return true;
+  return (s.bug("expert-grad-double-reduced") || s.bug("expert-grad-on-dp-group") ||
+          s.bug("etp-expert-grad-on-dp-group")) &&
          p.local == layer(s.moe_bug_layer()) + ".moe.wg";
 }
 
 bool Builder::edp_replicated(const Param& p) const {
+  if (s.logical || !expert_piece(p.spec) || dp_replicated(p)) return false;
   // Under cp the cp ranks hold partial sums of one block too.
-  return !s.logical && s.ep > 1 && (s.ep < s.dp || s.cp > 1) && expert_piece(p.spec) &&
-         !dp_replicated(p);
+  if (s.etp_split()) return s.edp() > 1 || s.cp > 1;
+  // Under cp the cp ranks hold partial sums of one block too.
+  return s.ep > 1 && (s.ep < s.dp || s.cp > 1);
 }
 
 bool Builder::synced_over_edp(const Param& p) const {
@@ -304,6 +326,14 @@ Ix Builder::edp_leader() const {
 std::vector<Coord> Builder::sync_members(const Param& p, const Coord& x) const {
   std::vector<Coord> members;
   if (!synced_over_edp(p)) return x.d == 0 && x.c == 0 ? dp_cp_members(x) : members;
+  if (s.etp_split()) {
+    // The edp x cp group x leads: the expert-dp indices with x's ep rank,
+    // with x's etp rank, every cp rank.
+    if (expert_dp(x) >= s.ep || x.c != 0) return members;
+    for (int q = expert_dp(x); q < s.dp * s.etp_splits(); q += s.ep)
+      for (Coord xd = expert_coord(x, q); xd.c < s.cp; ++xd.c) members.push_back(xd);
+    return members;
+  }
   // The edp x cp group x leads: the dp ranks with x's ep rank, every cp rank.
   if (int(x.d) >= s.ep || x.c != 0) return members;
   for (Coord xd = x; int(xd.d) < s.dp; xd.d = Ix(int(xd.d) + s.ep))

@@ -42,9 +42,9 @@ void Builder::declare_moe_params(int i) {
   const std::string l = layer(i) + ".moe";
   const int p = s.stage_of(i);
   add_param(l + ".wr", {s.H, s.E}, {Ax::Full, Ax::Full}, p);
-  add_param(l + ".wg", {s.E, s.H, s.FE}, {Ax::Expert, Ax::Full, Ax::Tp}, p);
-  add_param(l + ".wu", {s.E, s.H, s.FE}, {Ax::Expert, Ax::Full, Ax::Tp}, p);
-  add_param(l + ".wd", {s.E, s.FE, s.H}, {Ax::Expert, Ax::Tp, Ax::Full}, p);
+  add_param(l + ".wg", {s.E, s.H, s.FE}, {Ax::Expert, Ax::Full, Ax::Etp}, p);
+  add_param(l + ".wu", {s.E, s.H, s.FE}, {Ax::Expert, Ax::Full, Ax::Etp}, p);
+  add_param(l + ".wd", {s.E, s.FE, s.H}, {Ax::Expert, Ax::Etp, Ax::Full}, p);
   add_param(l + ".wsg", {s.H, s.FS}, {Ax::Full, Ax::Tp}, p);
   add_param(l + ".wsu", {s.H, s.FS}, {Ax::Full, Ax::Tp}, p);
   add_param(l + ".wsd", {s.FS, s.H}, {Ax::Tp, Ax::Full}, p);
@@ -62,19 +62,33 @@ void Builder::moe_inputs() {
 }
 
 Spec Builder::expert_spec(Ax last) const {
-  return {s.ep > 1 ? Ax::MbBatch : Ax::Batch, Ax::Expert, Ax::Full, last};
+  // etp < tp at ep 1: the rank's token split (MbBatch's formula gives it).
+  return {s.ep > 1 || s.etp_split() ? Ax::MbBatch : Ax::Batch, Ax::Expert, Ax::Full, last};
 }
 
 std::string Builder::expert_side(const Coord& x, const std::string& name) const {
-  return s.ep > 1 ? at(x, name) + ".ep" : at(x, name);
+  return s.ep > 1 ? at(x, name) + ".ep" : split_side(x, name);
 }
 
 std::string Builder::token_side(const Coord& x, const std::string& name) const {
+  if (s.etp_split()) return at(x, name) + ".tok";  // gathered over the splits
   return s.ep > 1 ? at(x, name) + ".back" : at(x, name);
 }
 
 void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts) {
   if (s.ep == 1) return;
+  if (s.etp_split()) {
+    // The ep groups of the expert mesh, one per etp rank (and cp rank, as
+    // at etp = tp).
+    for (const Ix& lead : ep_leaders())
+      each_cp(x0, [&](Coord xg) {
+        for (int k = 0; k < s.etp; ++k) {
+          xg.t = k;
+          all_to_all_group(expert_coord(xg, lead), name, to_experts);
+        }
+      });
+    return;
+  }
   for (const Ix& lead : ep_leaders())
     each_cp_tp(x0, [&](Coord xg) {
       xg.d = lead;
@@ -86,10 +100,12 @@ void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts)
 void Builder::all_to_all_group(const Coord& xg, const std::string& name, bool to_experts) {
   const Shape full = {s.B, s.E, s.C, s.H};
   std::vector<std::string> in, out;
+  // Under etp < tp the tokens side is the rank's split.
+  const Spec tokens = s.etp_split() ? Spec{Ax::EtpBatch, Ax::Full, Ax::Full, Ax::Full} : kSlots;
   each_ep(xg, [&](const Coord& x) {
-    in.push_back(at(x, name));
+    in.push_back(to_experts ? split_side(x, name) : at(x, name));
     out.push_back(to_experts ? claim(x, expert_side(x, name), name, full, expert_spec(Ax::Full))
-                             : claim(x, token_side(x, name), name, full, kSlots));
+                             : claim(x, returned_side(x, name), name, full, tokens));
   });
   Group group = ep_group(xg);
   // To the owners: expert blocks out, sequences in; back: the reverse.
@@ -111,7 +127,9 @@ void Builder::all_to_all_group(const Coord& xg, const std::string& name, bool to
     if (!buggy) return collective(op_name, "all_to_all", in, out, group, attrs);
     // Split on sequences and concatenated on experts, into a buffer then
     // viewed with the expected shape.
-    auto index = [&](const Coord& x) { return sym() ? size_t(0) : size_t(int(x.d) - int(xg.d)); };
+    auto index = [&](const Coord& x) {
+      return sym() ? size_t(0) : size_t(expert_dp(x) - expert_dp(xg));
+    };
     std::vector<std::string> wrong;
     each_ep(xg, [&](const Coord& x) {
       Shape w = g.shape(in[index(x)]);
@@ -160,6 +178,7 @@ void Builder::moe_forward(int i, Coord x0) {
     std::string xin = act(x, m + ".xin", slots, kSlots);
     op(x, m + ".xin", "reshape", {xin2}, {xin}, {{"shape", g.shape(xin)}});
   });
+  split_tokens(x0, i, m + ".xin");
   moe_all_to_all(x0, m + ".xin", true);
 
   // The experts, on their owner: SwiGLU over each expert's slots, the ffn
@@ -167,22 +186,20 @@ void Builder::moe_forward(int i, Coord x0) {
   const Shape ffn = {s.B, s.E, s.C, s.FE};
   each_rank([&](const Coord& x) {
     const std::string xin = expert_side(x, m + ".xin");
-    std::string gate = act(x, m + ".gate", ffn, expert_spec(Ax::Tp));
+    std::string gate = act(x, m + ".gate", ffn, expert_spec(Ax::Etp));
     op(x, m + ".gate", "matmul", {xin, weight(x, m + ".wg")}, {gate});
-    std::string up = act(x, m + ".up", ffn, expert_spec(Ax::Tp));
+    std::string up = act(x, m + ".up", ffn, expert_spec(Ax::Etp));
     op(x, m + ".up", "matmul", {xin, weight(x, m + ".wu")}, {up});
-    std::string a = act(x, m + ".act", ffn, expert_spec(Ax::Tp));
+    std::string a = act(x, m + ".act", ffn, expert_spec(Ax::Etp));
     op(x, m + ".silu", "silu", {gate}, {a});
-    std::string mid = act(x, m + ".mid", ffn, expert_spec(Ax::Tp));
+    std::string mid = act(x, m + ".mid", ffn, expert_spec(Ax::Etp));
     op(x, m + ".mid", "mul", {a, up}, {mid});
   });
-  each_dp_cp(x0, [&](const Coord& x) {
-    tp_sum(x, m + ".out", slots, expert_spec(Ax::Full), -1, m + ".out",
-           [&](const Coord& xt, const std::string& out) {
-             op(xt, m + ".down", "matmul", {at(xt, m + ".mid"), weight(xt, m + ".wd")}, {out});
-           });
+  expert_sum(x0, m + ".out", [&](const Coord& xt, const std::string& out) {
+    op(xt, m + ".down", "matmul", {at(xt, m + ".mid"), weight(xt, m + ".wd")}, {out});
   });
   moe_all_to_all(x0, m + ".out", false);
+  gather_splits(x0, m + ".out");
 
   // Shared expert (Megatron MLP) and the combine, on the tokens' rank.
   const Shape sffn = {s.B, s.S, s.FS};

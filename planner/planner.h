@@ -28,6 +28,9 @@ struct PlanConfig {
   bool sp = false;  // sequence parallel over the tp group (transformers)
   int zero = 0;     // 0: gradient all-reduce; 1|2: ZeRO optimizer-state sharding over dp
   int ep = 1;       // expert parallel (MoE families)
+  // MoE families: expert tensor parallel degree (Megatron's
+  // --expert-tensor-parallel-size), a divisor of tp; 0: tp (the default).
+  int etp = 0;
   bool tie_embeddings = false;  // transformers: LM head shares the embedding table
   // transformers: the attention output projection has a bias, added on tp
   // rank 0 only before the all-reduce (correct; every rank adding it is a bug).

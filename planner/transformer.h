@@ -87,7 +87,16 @@ struct Layout {
   // Expert-data-parallel degree: the replicas of each expert block. The ep
   // groups are blocks of ep consecutive dp ranks (ep rank d % ep), the edp
   // groups the dp ranks with the same ep rank (Megatron's expert mesh).
-  int edp() const { return dp / ep; }
+  // With etp < tp (--etp) the expert mesh re-factors the tp x dp ranks
+  // instead (Megatron: ep x etp x edp = tp x dp): rank (d, t) is etp rank
+  // t % etp and expert-dp index q = d * (tp / etp) + t / etp, whose ep rank
+  // is q % ep and edp rank q / ep (moe_etp.cpp); at etp == tp, q == d.
+  int etp = 1;
+  bool etp_split() const { return moe() && etp < tp; }
+  // The ranks of a tp group sharing an etp rank: each takes one block of
+  // its dp rank's sequences to the experts.
+  int etp_splits() const { return tp / etp; }
+  int edp() const { return dp * etp_splits() / ep; }
   // The compact form of that mesh (1 < ep < dp): a dp rank d is two mesh
   // axes, `dp` = d / ep (its place in its edp group) and `ep` = d % ep, so
   // that both groups are lines of the mesh (transformer_plan.cpp).
@@ -100,6 +109,7 @@ struct Layout {
   int moe_bug_layer() const { return bug_layer() > first_dense ? bug_layer() : first_dense; }
   // Reads the MoE shape and checks ep, cp, sp against it (throws).
   void init_moe();
+  void check_etp_split() const;  // etp < tp: what the expert mesh supports (throws)
 };
 
 struct BugSpec {
@@ -115,6 +125,8 @@ const BugSpec* find_bug(const Layout& layout, const std::string& family);
 // apart from the llama catalogue (transformer_options.cpp, moe_bugs.cpp).
 const std::vector<BugSpec>& option_bug_table();
 const std::vector<BugSpec>& moe_bug_table();
+// The bugs of Megatron's expert mesh with etp < tp (moe_etp_bugs.cpp).
+const std::vector<BugSpec>& moe_etp_bug_table();
 // Training-step bugs: clipping, accumulation, wrong groups (step_bugs.cpp).
 const std::vector<BugSpec>& step_bug_table();
 // The logical tensor the global norm's dense sum of squares is (--clip).
@@ -148,6 +160,8 @@ enum class Ax {
   KvModulo,  // bug kv-heads-not-replicated: kv head t % kv_heads
   MbBatch,   // sequences of micro-batch m over x's ep group (what an expert owner gets)
   Expert,    // expert block of ep rank d % ep; every expert when ep == 1
+  Etp,       // block of the expert ffn: t of tp, or (--etp) t % etp of etp
+  EtpBatch,  // (etp < tp) x's token split t / etp of its Batch block
 };
 using Spec = std::vector<Ax>;
 
@@ -362,6 +376,25 @@ class Builder {
   // expert side -> [E, k, n] summed over sequences and slots.
   void expert_weight_grad(const Coord& x, const std::string& a, const std::string& b,
                           const std::string& piece);
+  // moe_etp.cpp: the expert mesh with etp < tp. x's expert-dp index q and
+  // the device of expert-dp index q with x's etp rank.
+  int expert_dp(const Coord& x) const;
+  Coord expert_coord(Coord x, int q) const;
+  // The tokens at(x, name) of the rank's token split (Ax::EtpBatch), what
+  // it sends to the experts (at(x, name) unless etp < tp).
+  std::string split_side(const Coord& x, const std::string& name) const;
+  void split_tokens(Coord x0, int i, const std::string& name);
+  // What comes back from the experts (the split) all-gathered over the
+  // token splits of the tp group into token_side (no-op unless etp < tp).
+  std::string returned_side(const Coord& x, const std::string& name) const;
+  void gather_splits(Coord x0, const std::string& name);
+  // A sum of expert ffn partials: over tp (tp_sum), or over the etp group
+  // of each token split (etp < tp; nothing to sum at etp 1).
+  void expert_sum(Coord x0, const std::string& name,
+                  const std::function<void(const Coord&, const std::string&)>& produce);
+  std::vector<Coord> etp_members(const Coord& x) const;
+  // --clip: the ranks whose expert pieces x's expert sum of squares joins.
+  std::vector<int> etp_norm_group(const Coord& x) const;
   // moe_seq.cpp: sequence and context parallelism around an MoE layer.
   // All-gathers the tokens `name` (cut as the residual) of dp rank x0.d into
   // whole sequences on every tp and cp rank (no-op without sp or cp).

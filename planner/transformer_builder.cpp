@@ -85,13 +85,13 @@ std::pair<Aff, Aff> split_dp(const Aff& d, int ep) {
 }  // namespace
 
 Aff Builder::ep_rank(const Coord& x) const {
-  if (!x.d.symbolic()) return int(x.d) % s.ep;
+  if (!x.d.symbolic()) return expert_dp(x) % s.ep;
   if (!s.compact_expert_mesh()) return s.ep == 1 ? Aff(0) : Aff(x.d);  // ep is 1 or dp
   return split_dp(x.d.aff(), s.ep).second;
 }
 
 Aff Builder::edp_rank(const Coord& x) const {
-  if (!x.d.symbolic()) return int(x.d) / s.ep;
+  if (!x.d.symbolic()) return expert_dp(x) / s.ep;
   if (!s.compact_expert_mesh()) return s.ep == 1 ? Aff(x.d) : Aff(0);
   return split_dp(x.d.aff(), s.ep).first;
 }
@@ -166,12 +166,20 @@ SymSlice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) 
       case Ax::MbBatch:
         // Micro-batch major: the ep group's sequences of micro-batch m are
         // one block.
-        slice.push_back(s.ep == s.dp
+        slice.push_back(s.edp() == 1
                             ? block(n, s.mb, x.m)
                             : block(n, int64_t(s.mb) * s.edp(), Aff(x.m) * s.edp() + edp_rank(x)));
         break;
       case Ax::Expert:
         slice.push_back(block(n, s.ep, ep_rank(x)));
+        break;
+      case Ax::Etp:
+        slice.push_back(s.etp_split() ? block(n, s.etp, int(x.t) % s.etp) : block(n, s.tp, x.t));
+        break;
+      case Ax::EtpBatch:
+        // v1 only (etp < tp): split t / etp of the rank's Batch block.
+        slice.push_back(block(n, int64_t(s.dp) * s.mb * s.etp_splits(),
+                              batch_block(x) * s.etp_splits() + int(x.t) / s.etp));
         break;
       case Ax::TpUp: {
         SymRange r = block(n / 2, s.tp, x.t);
@@ -286,6 +294,12 @@ void Builder::each_dp(Coord x, const std::function<void(const Coord&)>& local) {
 std::vector<Ix> Builder::ep_leaders() const {
   // The compact expert mesh: the first member of the ep group along the ep axis.
   if (sym()) return {s.compact_expert_mesh() ? Ix::affine(Aff::axis("dp") * s.ep) : Ix(0)};
+  // etp < tp: expert-dp indices (moe_etp.cpp).
+  if (s.etp_split()) {
+    std::vector<Ix> out;
+    for (int q = 0; q < s.dp * s.etp_splits(); q += s.ep) out.push_back(q);
+    return out;
+  }
   std::vector<Ix> out;
   for (int d = 0; d < s.dp; d += s.ep) out.push_back(d);
   return out;
@@ -293,6 +307,11 @@ std::vector<Ix> Builder::ep_leaders() const {
 
 void Builder::each_ep(Coord x, const std::function<void(const Coord&)>& local) {
   if (sym()) return each_dp(x, local);
+  if (s.etp_split()) {
+    const int first = expert_dp(x);
+    for (int q = first; q < first + s.ep; ++q) local(expert_coord(x, q));
+    return;
+  }
   const int first = int(x.d);
   for (x.d = first; x.d < first + s.ep; ++x.d) local(x);
 }
@@ -301,6 +320,11 @@ Group Builder::ep_group(const Coord& x) const {
   // Compact: the ep axis of the expert mesh, or (ep == dp) the dp axis.
   if (sym()) return Group::along({s.compact_expert_mesh() ? "ep" : "dp"});
   std::vector<int> group;
+  if (s.etp_split()) {
+    const int first = expert_dp(x);
+    for (int q = first; q < first + s.ep; ++q) group.push_back(rank(expert_coord(x, q)));
+    return group;
+  }
   for (int d = int(x.d); d < int(x.d) + s.ep; ++d) group.push_back(s.rank(d, x.c, x.t, x.p));
   return group;
 }

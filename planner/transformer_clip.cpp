@@ -27,7 +27,8 @@ namespace {
 
 bool tp_split(const Spec& spec) {
   for (Ax a : spec)
-    if (a == Ax::Tp || a == Ax::Kv || a == Ax::TpGate || a == Ax::TpUp || a == Ax::KvModulo)
+    if (a == Ax::Tp || a == Ax::Etp || a == Ax::Kv || a == Ax::TpGate || a == Ax::TpUp ||
+        a == Ax::KvModulo)
       return true;
   return false;
 }
@@ -72,6 +73,7 @@ bool Builder::norm_counts(const PendingStep& u) const {
 }
 
 std::vector<int> Builder::norm_group(const Coord& x, bool expert) const {
+  if (expert && s.etp_split()) return etp_norm_group(x);
   // Whose pieces differ: tp x pp always; dp x cp under ZeRO (shards, and
   // expert blocks under 1 < ep < dp are ZeRO-sharded over edp: every dp rank
   // again); other expert blocks under ep: the ranks of x's ep group (blocks;

@@ -182,8 +182,10 @@ std::string compact_unsupported(const Layout& s) {
   // The dropout bugs pick their tp ranks in the expanded form only.
   for (const char* bug : {"dropout-rng-replicated-differs", "dropout-rng-sharded-same"})
     if (s.c.bug == bug) return "--bug " + s.c.bug;
+  // Megatron's expert mesh re-factoring tp x dp: written expanded only.
+  if (s.etp_split()) return "--etp below tp";
   // The training-step bugs (step_bugs.cpp) are written into the expanded
-  // form only, but for the norm's own (transformer_clip.cpp).
+  // form only, but for those compact_step_bug names.
   for (const BugSpec& b : step_bug_table())
     if (s.c.bug == b.info.name && !compact_step_bug(s.c.bug)) return "--bug " + s.c.bug;
   // An MoE bug whose hook lives in step_bugs.cpp: expanded form only too.

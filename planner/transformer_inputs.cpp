@@ -85,7 +85,8 @@ void Builder::gather_param(const Param& p) {
   }
   for (const Coord& x : devices(p.stage)) {
     const std::vector<Coord> members = zero_members(p, x);
-    if (int(members[0].d) != int(x.d) || x.c != 0) continue;  // not the group's leader
+    // Not the group's leader (under --etp its members' tp ranks differ).
+    if (int(members[0].d) != int(x.d) || int(members[0].t) != int(x.t) || x.c != 0) continue;
     std::vector<std::string> shards, whole;
     Group group;
     for (const Coord& xd : members) {

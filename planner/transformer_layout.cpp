@@ -84,6 +84,7 @@ Layout::Layout(const ModelShape& shape, const PlanConfig& config) : model(shape)
 Layout Layout::single_device() const {
   PlanConfig one = c;
   one.dp = one.tp = one.pp = one.vpp = one.cp = one.microbatches = one.ep = 1;
+  one.etp = 0;
   one.zero = 0;
   one.sp = false;
   one.reshard_residual = false;  // a parallel round trip, not part of the model

@@ -11,8 +11,10 @@ namespace {
 
 Layout layout(const ModelShape& model, const PlanConfig& config) {
   PlanConfig c = config;
-  // Default batch: enough sequences for every dp rank and micro-batch.
-  if (c.batch == 0) c.batch = c.dp * c.microbatches;
+  // Default batch: enough sequences for every dp rank and micro-batch (and,
+  // with --etp below tp, for each token split of a tp group: moe_etp.cpp).
+  const int splits = c.etp > 0 && c.etp < c.tp && c.tp % c.etp == 0 ? c.tp / c.etp : 1;
+  if (c.batch == 0) c.batch = c.dp * c.microbatches * splits;
   return Layout(model, c);
 }
 
@@ -22,6 +24,7 @@ std::string plan_name(const Layout& s) {
                      n(s.dp) + " tp" + n(s.tp) + " pp" + n(s.pp);
   if (s.vpp > 1) name += " vpp" + n(s.vpp);
   if (s.ep > 1) name += " ep" + n(s.ep);
+  if (s.etp_split()) name += " etp" + n(s.etp);
   if (s.cp > 1) name += " cp" + n(s.cp);
   if (s.sp) name += " sp";
   if (s.zero) name += " zero" + n(s.zero);
@@ -62,6 +65,7 @@ nlohmann::json meta(const Layout& s) {
   if (s.vpp > 1) meta["vpp"] = s.vpp;
   if (s.moe()) {
     meta["ep"] = s.ep;
+    if (s.etp_split()) meta["etp"] = s.etp;
     meta["experts"] = s.E;
     meta["capacity"] = s.C;
     meta["expert_ffn"] = s.FE;

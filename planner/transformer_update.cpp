@@ -268,6 +268,12 @@ std::vector<Coord> Builder::zero_members(const Param& p, const Coord& x) const {
     return dp_cp_members(x0);
   }
   std::vector<Coord> members;
+  if (s.etp_split()) {
+    // --etp below tp: the expert-dp indices with x's ep rank and etp rank.
+    for (int q = expert_dp(x) % s.ep; q < s.dp * s.etp_splits(); q += s.ep)
+      members.push_back(expert_coord(x0, q));
+    return members;
+  }
   for (x0.d = int(x.d) % s.ep; x0.d < s.dp; x0.d = Ix(int(x0.d) + s.ep)) members.push_back(x0);
   return members;
 }
@@ -422,7 +428,8 @@ void Builder::finish_step(const Param& p, const Coord& x, const std::string& nex
   }
   const std::vector<Coord> members = zero_members(p, x);
   const Coord x0 = members[0];
-  std::vector<std::string>& mine = zero_shards_[{p.local, x.p, x.t, int(x0.d)}];
+  // Keyed by the group's first member (its tp rank is x's but under --etp).
+  std::vector<std::string>& mine = zero_shards_[{p.local, x.p, x0.t, int(x0.d)}];
   mine.push_back(next);
   if (mine.size() < members.size()) return;
   // The last shard of the group: gather them all.

@@ -189,7 +189,9 @@ TEST(MoePlanner, CatalogueHasTheMoeBugsAndTheContextAndSequenceBugs) {
       "expert-grad-on-dp-group",       "shared-expert-grad-on-edp-group",
       "expert-grad-averaged-over-edp", "moe-sp-dispatch-local-tokens",
       "moe-sp-combine-wrong-piece",    "moe-cp-dispatch-local-chunk",
-      "moe-cp-combine-wrong-chunk",    "moe-cp-expert-grad-all-slots"};
+      "moe-cp-combine-wrong-chunk",    "moe-cp-expert-grad-all-slots",
+      "etp-tokens-not-split",          "etp-split-gather-reversed",
+      "etp-expert-grad-on-dp-group"};
   auto names_of = [](const std::string& model) {
     std::set<std::string> names;
     for (const planner::BugInfo& b : planner::list_bugs(model)) {
@@ -291,6 +293,8 @@ PlanConfig config_for(const std::string& bug) {
       // The interleaved pipeline: chunks {0}, {1} on rank 0 and 1, then {2}, {3}.
       with(cfg(4, 1, 1, 1, 2, 2), [](PlanConfig& c) { c.vpp = 2; }),
       with(cfg(4, 1, 1, 1, 2, 2), [](PlanConfig& c) { c.vpp = 2, c.schedule = true; }),
+      // Megatron's expert mesh with etp below tp (moe_etp_test.cpp): edp is all four ranks.
+      with(cfg(2, 2, 1, 2, 1, 1), [](PlanConfig& c) { c.etp = 1; }),
   };
   for (PlanConfig c : candidates) {
     c.bug = bug;
