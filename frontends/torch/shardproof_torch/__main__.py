@@ -39,6 +39,11 @@ def parser():
     c.add_argument("--no-grad-claims", action="store_true",
                    help="do not claim each rank's final gradients (fewer, larger stages)")
     c.add_argument("--stats", action="store_true", help="print capture statistics on stderr")
+    c.add_argument("--cache-dir", default="",
+                   help="keep the plan in DIR and take it from there while the command line, "
+                   "working directory, interpreter, environment and every file the capture "
+                   "read are unchanged (capture_cache.py); the CLI passes its cache's "
+                   "captures/")
     c._parser_class = _Parser
     return p
 
@@ -52,6 +57,18 @@ def main(argv=None):
         bad = [e for e in emit if e not in EMITTABLE]
         if bad:
             raise CaptureError("usage", f"--emit: unknown feature(s) {bad} (known: src, scale)")
+        cache = None
+        if args.cache_dir and args.output != "-":
+            from .capture_cache import CaptureCache
+            cache = CaptureCache(args.cache_dir, {
+                "harness": os.path.abspath(args.harness), "mesh": args.mesh, "emit": emit,
+                "grad_claims": not args.no_grad_claims})
+            if cache.lookup(args.output):
+                if args.stats:
+                    sys.stderr.write(json.dumps({"cached": True}) + "\n")
+                return EXIT_OK
+            cache.watch_dirs([os.path.dirname(os.path.abspath(args.harness)), os.getcwd()])
+            cache.recorder.start()
         # No cyclic collection in this process: the capture would otherwise leave its
         # millions of objects to the collector's first pass while the plan is written.
         gc.disable()
@@ -69,6 +86,8 @@ def main(argv=None):
                 f.write("\n")
             os.replace(tmp, args.output)
         cap.stats["write_s"] = round(time.time() - t, 3)
+        if cache is not None:
+            cache.store(args.output)
         if args.stats:
             sys.stderr.write(json.dumps(cap.stats) + "\n")
         return EXIT_OK
