@@ -105,6 +105,8 @@ def main(argv=None):
 
 if __name__ == "__main__":
     code = main()
+    if sys.getprofile() is not None:  # under cProfile: let it write its statistics
+        sys.exit(code)
     # A large capture leaves millions of objects: tearing the interpreter down would free
     # them one by one (and collect their cycles) for nothing.
     sys.stdout.flush()
