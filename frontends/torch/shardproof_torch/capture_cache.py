@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 FORMAT = 1
 SMALL = 1 << 20       # files up to this size are compared by content
@@ -51,13 +52,26 @@ def _file_state(path):
     if not os.path.isfile(path):
         return None
     if st.st_size <= SMALL:
-        return {"sha256": _digest(path)}
+        return {"sha256": _digest(path), "changed": st.st_ctime_ns}
     return {"stat": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]}
 
 
+def _same(state, now):
+    """Whether a file is as kept: by content when it was small (the change time is only
+    written down to tell a file changed while it was being captured)."""
+    if now is None or "sha256" not in state:
+        return state == now
+    return now.get("sha256") == state["sha256"]
+
+
+OWN_TEMP = "shardproof-capture-"  # the CLI's capture directories, forked.py's pickles
+
+
 def _names(path):
+    """A directory's names, but for the temporary files of captures (a capture of the same
+    program, running beside this one or before it, made them: nothing reads them)."""
     try:
-        return frozenset(os.listdir(path))
+        return frozenset(n for n in os.listdir(path) if not n.startswith(OWN_TEMP))
     except OSError:
         return None
 
@@ -91,11 +105,13 @@ class Recorder:
     active = None
 
     def __init__(self):
+        self.started_ns = time.time_ns()  # reset by start()
         self.files = set()
         self.dirs = {}  # path -> its names when first listed
         self._inside = False
 
     def start(self):
+        self.started_ns = time.time_ns()
         Recorder.active = self
         if not getattr(Recorder, "_hooked", False):
             sys.addaudithook(_hook)  # cannot be removed: it does nothing when inactive
@@ -120,7 +136,10 @@ class Recorder:
             self._inside = False
 
     def snapshot(self):
-        return {"files": sorted(self.files), "dirs": dict(self.dirs)}
+        """What this process read, for the parent: its opened files, and its modules and
+        mapped files (a forked child may load an extension module the parent never did)."""
+        files = self.files | _module_files() | _mapped_files()
+        return {"files": sorted(files), "dirs": dict(self.dirs)}
 
     def merge(self, snap):
         self.files.update(snap["files"])
@@ -184,7 +203,7 @@ class CaptureCache:
             plan_path = os.path.join(os.path.dirname(manifest_path),
                                      os.path.basename(manifest["plan"]))
             for path, state in manifest["files"].items():
-                if _file_state(path) != state:
+                if not _same(state, _file_state(path)):
                     return False
             for path, listing in manifest["dirs"].items():
                 if _listing(path) != listing:
@@ -222,8 +241,16 @@ class CaptureCache:
                                                                     os.sep + "shardproof-"):
                     continue
                 state = _file_state(path)
-                if state is not None:
-                    states[path] = state
+                if state is None:
+                    continue
+                # A file written while the capture ran may have been read before or after the
+                # write: the plan may not be the file's as kept. (Bytecode caches are written
+                # from the sources they are checked with.) Timestamps lag the clock by a tick.
+                changed = state.get("changed", state.get("stat", [0, 0, 0])[2])
+                if changed >= self.recorder.started_ns - 20_000_000 and \
+                        os.sep + "__pycache__" + os.sep not in path:
+                    return
+                states[path] = state
             manifest_path = self._manifest_path()
             folder = os.path.dirname(manifest_path)
             os.makedirs(folder, exist_ok=True)  # before the listings: it may be in one

@@ -98,3 +98,15 @@ def test_a_broken_entry_is_a_miss(tmp_path):
             manifest.write_text("{not json")
     cached, again = capture(tmp_path, out)
     assert not cached and again == first
+
+
+def test_a_file_written_while_capturing_is_no_entry(tmp_path):
+    make_harness(tmp_path)
+    h = tmp_path / "h" / "harness.py"
+    # the harness reads lr.txt and writes it back: which content did the plan see?
+    h.write_text(HARNESS + "\nLR = open(os.path.join(os.path.dirname(__file__), 'lr.txt')).read()"
+                 "\nopen(os.path.join(os.path.dirname(__file__), 'lr.txt'), 'w').write(LR)\n")
+    out = tmp_path / "plan.json"
+    assert not capture(tmp_path, out)[0]
+    assert not capture(tmp_path, out)[0]
+    assert not list((tmp_path / "cache").rglob("*.plan.json"))
