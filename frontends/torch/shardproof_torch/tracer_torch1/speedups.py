@@ -64,7 +64,8 @@ def _fast_tree_flatten(pytree):
     # original's semantics: a namedtuple's node type is `namedtuple`, anything whose node type
     # is not registered is a leaf.
     typ = type(pytree)
-    if typ is not tuple and isinstance(pytree, tuple) and _is_namedtuple_instance(pytree):  # noqa: F821
+    if typ is not tuple and isinstance(pytree, tuple) and \
+            _is_namedtuple_instance(pytree):  # noqa: F821
         typ = namedtuple  # noqa: F821
     node = SUPPORTED_NODES.get(typ)  # noqa: F821
     if node is None:
