@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark of `shardproof verify HARNESS.py` (capture + verify through the
 # daemon) on the GPT-block example, in a fresh cache and runtime directory
-# (never the user's): cold (empty cache, new daemon), warm (unchanged), and
+# (never the user's): cold (empty cache, new daemon), warm (unchanged: the
+# capture is taken from the cache's kept captures, docs/torch-harness.md), and
 # after a mesh change (dp=2,tp=2 verified first, then dp=4,tp=2: only the
 # new stages are solved). Also the capture alone. Prints a Markdown table;
 # each row is the best of RUNS runs (the machine may be busy).
@@ -47,9 +48,9 @@ seconds() {  # wall seconds of one command; verdicts 0-3 are answers
   awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'
 }
 verify() { seconds "$cli" verify --quiet --format json "$HARNESS" --mesh "$1"; }
-stats() {  # "verdict | stages | solved | cached" of the last report
+stats() {  # "verdict | stages | solved | shared proofs | cached" of the last report
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); s=r["stats"]
-print(" | ".join([r["verdict"]] + [str(s[k]) for k in ("stages", "solved", "cached")]))' "$work/out.json"
+print(" | ".join([r["verdict"]] + [str(s.get(k, "-")) for k in ("stages", "solved", "shared_proofs", "cached")]))' "$work/out.json"
 }
 best() { printf '%s\n' "$@" | sort -n | head -1; }
 fresh() { "$cli" daemon stop >/dev/null 2>&1 || true; "$cli" cache clear >/dev/null; "$cli" daemon start >/dev/null; }
@@ -73,9 +74,9 @@ cold2_stats=$(stats)
 
 echo "harness: ${HARNESS#"$root"/} ($ops at $MESH); best of $RUNS runs, $(nproc) cores"
 echo
-echo "| run | seconds | verdict | stages | solved | cached |"
-echo "|---|---|---|---|---|---|"
-printf '| capture only (%s) | %s | - | - | - | - |\n' "$MESH" "$(best "${capture[@]}")"
+echo "| run | seconds | verdict | stages | solved | shared proofs | cached |"
+echo "|---|---|---|---|---|---|---|"
+printf '| capture only (%s) | %s | - | - | - | - | - |\n' "$MESH" "$(best "${capture[@]}")"
 printf '| cold, %s | %s | %s |\n' "$MESH" "$(best "${cold[@]}")" "$cold_stats"
 printf '| warm (unchanged), %s | %s | %s |\n' "$MESH" "$(best "${warm[@]}")" "$warm_stats"
 printf '| after %s: %s | %s | %s |\n' "$MESH" "$MESH2" "$(best "${changed[@]}")" "$changed_stats"

@@ -1,11 +1,13 @@
 // `shardproof cache stats|gc|clear`: the verdict cache, opened in this
 // process (safe while a daemon uses it: LMDB locks across processes).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/harness.h"
 #include "cli/local_cache.h"
 #include "cli/settings.h"
 #include "engine/core/units.h"
@@ -153,6 +155,12 @@ int run_cache_command(const CacheArgs& args) {
   if (args.action == "gc") return gc(*c, args);
   if (Status st = c->clear(); !st.ok()) return fail(st.message());
   std::cout << "cleared " << c->path() << "\n";
+  // The kept captures of harnesses (cli/harness.h) go with the verdicts.
+  if (const std::string captures = captures_dir(); !captures.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(captures, ec);
+    if (ec) return fail("cannot remove " + captures + ": " + ec.message());
+  }
   return kExitOk;
 }
 

@@ -10,6 +10,7 @@
 #include <system_error>
 #include <vector>
 
+#include "cache/cache_location.h"
 #include "cli/plan_verifier.h"
 #include "hooks/process.h"
 
@@ -82,12 +83,19 @@ bool is_harness_path(const std::string& path) {
   return path.size() > 3 && path.compare(path.size() - 3, 3, ".py") == 0;
 }
 
+std::string captures_dir() {
+  const std::string dir = cache::default_cache_dir();
+  return dir.empty() ? "" : (fs::path(dir) / "captures").string();
+}
+
 CaptureOutcome capture_harness(const std::string& harness, const std::string& mesh,
-                               const std::string& output, const std::string& cwd) {
+                               const std::string& output, const std::string& cwd,
+                               const std::string& captures) {
   const std::string python = env_or("SHARDPROOF_PYTHON", "/usr/bin/python3");
-  std::vector<std::string> argv = {python, "-m", "shardproof_torch", "capture", harness,
-                                   "-o",   output, "--emit", "src,scale"};
+  std::vector<std::string> argv = {python, "-m",   "shardproof_torch", "capture",  harness,
+                                   "-o",   output, "--emit",           "src,scale"};
   if (!mesh.empty()) argv.insert(argv.end(), {"--mesh", mesh});
+  if (!captures.empty()) argv.insert(argv.end(), {"--cache-dir", captures});
   hooks::ProcessOptions options;
   options.cwd = cwd;
   const std::string dir = front_end_dir();
@@ -149,15 +157,15 @@ Report verify_harness(PlanVerifier& verifier, const std::string& harness, const 
                       const VerifyOptions& options, const std::string& cwd) {
   CaptureDir dir;
   const std::string plan = dir.path() + "/" + fs::path(harness).stem().string() + ".plan.json";
-  const CaptureOutcome outcome = capture_harness(harness, mesh, plan, cwd);
+  const CaptureOutcome outcome =
+      capture_harness(harness, mesh, plan, cwd, verifier.caches() ? captures_dir() : "");
   if (outcome.exit_code != 0) return capture_failure_report(harness, outcome);
   // No plan text for the CI formats: a finding without a source line
   // points at the harness itself, not at a line of a temporary plan.
   Report report = verifier.verify(plan, options);
   if (report.verdict == Verdict::Invalid || report.verdict == Verdict::InternalError) {
     dir.keep();
-    std::cerr << "shardproof: the plan captured from " << harness << " is kept at " << plan
-              << "\n";
+    std::cerr << "shardproof: the plan captured from " << harness << " is kept at " << plan << "\n";
     return report;
   }
   report.plan_path = harness;

@@ -26,8 +26,15 @@ struct CaptureOutcome {
 // a message that says what to install or set.
 // The front end runs in `cwd` (empty: this process's), which its source
 // locations are relative to.
+// `captures`, when not empty, is the directory the front end keeps captures
+// in and takes an unchanged one from (frontends/torch capture_cache.py).
 CaptureOutcome capture_harness(const std::string& harness, const std::string& mesh,
-                               const std::string& output, const std::string& cwd = "");
+                               const std::string& output, const std::string& cwd = "",
+                               const std::string& captures = "");
+
+// The cache's directory of kept captures (empty: no cache directory).
+// `verify H.py` uses it unless --no-cache; `cache clear` empties it.
+std::string captures_dir();
 
 // The report of a harness that could not be captured: invalid (exit 2) with
 // the front end's `file:line: [rule] text` as its diagnostic, or an internal
@@ -36,8 +43,10 @@ Report capture_failure_report(const std::string& harness, const CaptureOutcome& 
 
 class PlanVerifier;
 
-// A harness captured into a plan in a private directory, then verified like
-// any plan by `verifier` (through the daemon, so cached stages are reused).
+// A harness captured into a plan in a private directory (or taken from the
+// kept captures when nothing it read changed: captures_dir(), unless the
+// verifier does not cache), then verified like any plan by `verifier`
+// (through the daemon, so cached stages are reused).
 // The report names the harness; a harness that cannot be captured is
 // invalid (exit 2) with the front end's `file:line: [rule]` message. A
 // captured plan the engine refuses is kept, and its path said on stderr.

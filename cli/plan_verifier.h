@@ -28,6 +28,9 @@ class PlanVerifier {
   // when it could not be read): the CI formats look up where findings are.
   Report verify(const std::string& path, const VerifyOptions& options,
                 std::optional<std::string>* text_read = nullptr);
+  // Whether verifications read and write the cache (not --no-cache): a
+  // harness's capture is then kept in it too (cli/harness.h).
+  bool caches() const { return !args_.no_cache; }
 
  private:
   // The plan's text as read from `path`.

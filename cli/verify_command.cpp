@@ -99,19 +99,10 @@ nlohmann::ordered_json in_schema_order(const nlohmann::json& report) {
   static const char* const kFinding[] = {"kind",         "stage",    "tensor", "parallel_tensors",
                                          "also_failing", "elements", "ops",    "counterexample",
                                          "message"};
-  static const char* const kStats[] = {"stages",
-                                       "unique_stages",
-                                       "proven_trivially",
-                                       "solved",
-                                       "refuted_by_testing",
-                                       "symmetric",
-                                       "untried",
-                                       "cached",
-                                       "reused",
-                                       "logical_ops",
-                                       "parallel_ops",
-                                       "seconds",
-                                       "phases"};
+  static const char* const kStats[] = {
+      "stages",      "unique_stages", "proven_trivially", "solved",        "refuted_by_testing",
+      "symmetric",   "untried",       "cached",           "shared_proofs", "reused",
+      "logical_ops", "parallel_ops",  "seconds",          "phases"};
   static const char* const kError[] = {"rule", "file", "pointer", "line", "column", "message"};
   auto ordered = [](const nlohmann::json& j, const auto& keys) {
     nlohmann::ordered_json out = nlohmann::ordered_json::object();

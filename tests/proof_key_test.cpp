@@ -96,13 +96,18 @@ TEST(ProofKey, StagesThatReduceAlikeShareOneProof) {
   ASSERT_EQ(first.verdict, Verdict::Equivalent) << explain(first);
   EXPECT_EQ(proofs, 3) << "three verdict keys (first, middle, last rank)";
   EXPECT_EQ(store.proofs_kept, 3);
+  EXPECT_EQ(first.stats.shared_proofs, 0) << report_headline(first);
 
   Report second = verify_through(scaled_sixths(8, 3), store, &proofs);
   ASSERT_EQ(second.verdict, Verdict::Equivalent) << explain(second);
   EXPECT_EQ(proofs, 0) << report_headline(second);
   EXPECT_EQ(store.proofs_taken, 3);
-  EXPECT_EQ(second.stats.cached, 3) << report_headline(second);
+  // Taken proofs are counted as shared, not as the stages' own cached verdicts.
+  EXPECT_EQ(second.stats.shared_proofs, 3) << report_headline(second);
+  EXPECT_EQ(second.stats.cached, 0) << report_headline(second);
   EXPECT_EQ(second.stats.symmetric, 3) << report_headline(second);
+  EXPECT_NE(report_headline(second).find("3 shared proofs, 0 cached"), std::string::npos)
+      << report_headline(second);
   EXPECT_EQ(decided_total(second.stats), second.stats.unique_stages) << report_headline(second);
 
   // Its own verdicts were stored: a third run takes them, not the proofs.
@@ -110,6 +115,7 @@ TEST(ProofKey, StagesThatReduceAlikeShareOneProof) {
   EXPECT_EQ(proofs, 0);
   EXPECT_EQ(store.proofs_taken, 3);
   EXPECT_EQ(third.stats.cached, 6) << report_headline(third);
+  EXPECT_EQ(third.stats.shared_proofs, 0) << report_headline(third);
 }
 
 TEST(ProofKey, AMeanOverAnotherLengthHasItsOwnProof) {
@@ -175,12 +181,18 @@ TEST(ProofKey, AMeshChangeSharesProofsAndABugIsStillFound) {
   Report alone = verify_through(tp4, cold, &cold_proofs);
   ASSERT_EQ(alone.verdict, Verdict::Equivalent) << explain(alone);
 
+  EXPECT_EQ(alone.stats.shared_proofs, 0) << report_headline(alone);
+
   ProofStore store;
-  ASSERT_EQ(verify_through(tp2, store).verdict, Verdict::Equivalent);
+  Report fresh = verify_through(tp2, store);
+  ASSERT_EQ(fresh.verdict, Verdict::Equivalent);
+  EXPECT_EQ(fresh.stats.shared_proofs, 0) << report_headline(fresh);
   int proofs = 0;
   Report changed = verify_through(tp4, store, &proofs);
   ASSERT_EQ(changed.verdict, Verdict::Equivalent) << explain(changed);
   EXPECT_GT(store.proofs_taken, 0) << report_headline(changed);
+  EXPECT_EQ(changed.stats.shared_proofs, store.proofs_taken) << report_headline(changed);
+  EXPECT_EQ(decided_total(changed.stats), changed.stats.unique_stages) << report_headline(changed);
   EXPECT_LT(proofs, cold_proofs) << report_headline(changed);
 
   planner::PlanConfig buggy = testing::mlp_config(2, 1, 4, 1, 1, "sgd", "drop-tp-allreduce");

@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 DECIDED = ["proven_trivially", "solved", "refuted_by_testing", "symmetric", "untried", "cached",
-           "reused"]
+           "shared_proofs", "reused"]
 
 
 def run(binary, *args, env=None):

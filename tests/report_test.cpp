@@ -91,7 +91,7 @@ TEST(ReportText, EquivalentIsOneLine) {
 // line adds up to the distinct count (docs/cli.md, "Text output").
 TEST(ReportText, VerdictLineCountsEachDistinctStageOnce) {
   Stats s;
-  s.unique_stages = 28;
+  s.unique_stages = 36;
   s.proven_trivially = 1;
   s.solved = 2;
   s.refuted_by_testing = 3;
@@ -99,12 +99,13 @@ TEST(ReportText, VerdictLineCountsEachDistinctStageOnce) {
   s.untried = 5;
   s.reused = 6;
   s.cached = 7;
+  s.shared_proofs = 8;
   EXPECT_EQ(decided_total(s), s.unique_stages);
   EXPECT_EQ(distinct_breakdown(s),
-            "28 distinct: 1 trivial, 2 solved, 3 refuted by testing, 4 symmetric, 5 untried, 6 "
-            "unchanged, 7 cached");
+            "36 distinct: 1 trivial, 2 solved, 3 refuted by testing, 4 symmetric, 5 untried, 6 "
+            "unchanged, 8 shared proofs, 7 cached");
   count_all_cached(s);
-  EXPECT_EQ(distinct_breakdown(s), "28 distinct: 0 trivial, 0 solved, 28 cached");
+  EXPECT_EQ(distinct_breakdown(s), "36 distinct: 0 trivial, 0 solved, 36 cached");
   EXPECT_EQ(decided_total(s), s.unique_stages);
 }
 
@@ -214,6 +215,23 @@ TEST(ReportJson, EquivalentHasEmptyFindingsAndObjectMeta) {
   EXPECT_TRUE(j["findings"].empty());
   EXPECT_TRUE(j["meta"].is_object());
   EXPECT_FALSE(j.contains("error"));
+}
+
+// shared_proofs is written and read back (the daemon sends reports as JSON).
+TEST(ReportJson, SharedProofsRoundTrip) {
+  Report r;
+  r.plan_path = "a.json";
+  r.verdict = Verdict::Equivalent;
+  r.stats.unique_stages = 5;
+  r.stats.shared_proofs = 3;
+  r.stats.cached = 2;
+  nlohmann::json j = report_to_json(r);
+  EXPECT_EQ(j["stats"]["shared_proofs"], 3);
+  EXPECT_EQ(j["stats"]["cached"], 2);
+  std::optional<Report> back = report_from_json(j);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->stats.shared_proofs, 3);
+  EXPECT_EQ(back->stats.cached, 2);
 }
 
 TEST(ReportJson, InvalidHasTheError) {

@@ -67,8 +67,9 @@ const char* status_name(StageStatus s) {
 Decided decided_as(Source source, const StageOutcome& o) {
   switch (source) {
     case Source::Stored:
-    case Source::SharedProof:
       return Decided::Cached;
+    case Source::SharedProof:
+      return Decided::SharedProof;
     case Source::Reused:
       return Decided::Unchanged;
     case Source::Solved:
@@ -367,7 +368,7 @@ class StageRun {
     if (std::optional<StageOutcome> proven = shared_proof(i, *store, proof)) {
       o = std::move(*proven);
       // A proof this run made counts as a leader's does (symmetric, by
-      // decided_by); one an earlier verification made, as cached.
+      // decided_by); one an earlier verification made, as a shared proof.
       source = kept_here(proof.id.key) ? Source::Solved : Source::SharedProof;
     } else {
       o = solve(i);

@@ -38,6 +38,9 @@ void count_decided(Stats& s, Decided d) {
     case Decided::Cached:
       ++s.cached;
       return;
+    case Decided::SharedProof:
+      ++s.shared_proofs;
+      return;
     case Decided::Unchanged:
       ++s.reused;
       return;

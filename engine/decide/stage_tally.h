@@ -15,6 +15,7 @@ enum class Decided {
   Symmetric,         // took the proof of a stage that reduces to the same stage
   Untried,           // left undecided without a solver call (too large, no semantics, error)
   Cached,            // taken from the store, decided by an earlier verification
+  SharedProof,       // proven by a proof an earlier verification stored for the same query
   Unchanged,         // carried over from the plan's last verification (an edit)
 };
 

@@ -221,11 +221,12 @@ void add_also_failing(Finding& f, const std::vector<std::string>& names) {
 
 int64_t decided_total(const Stats& s) {
   return s.proven_trivially + s.solved + s.refuted_by_testing + s.symmetric + s.untried + s.cached +
-         s.reused;
+         s.shared_proofs + s.reused;
 }
 
 void count_all_cached(Stats& s) {
-  s.proven_trivially = s.solved = s.refuted_by_testing = s.symmetric = s.untried = s.reused = 0;
+  s.proven_trivially = s.solved = s.refuted_by_testing = s.symmetric = s.untried = s.reused =
+      s.shared_proofs = 0;
   s.cached = s.unique_stages;
 }
 
@@ -237,6 +238,7 @@ std::string distinct_breakdown(const Stats& s) {
   if (s.symmetric > 0) out << s.symmetric << " symmetric, ";
   if (s.untried > 0) out << s.untried << " untried, ";
   if (s.reused > 0) out << s.reused << " unchanged, ";
+  if (s.shared_proofs > 0) out << s.shared_proofs << " shared proofs, ";
   out << s.cached << " cached";
   return out.str();
 }

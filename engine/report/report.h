@@ -58,7 +58,11 @@ struct Stats {
   int64_t symmetric = 0;           // took the proof of a stage that reduces to the same stage
   int64_t untried = 0;             // undecided without a solver call (too large, no semantics)
   int64_t cached = 0;              // from the cache: decided by an earlier verification
-  int64_t reused = 0;              // unchanged since the plan's last verification
+  // Proven by the proof of the same reduced query that an earlier
+  // verification stored for another stage (another mesh: its proof key),
+  // backed at this stage's full size; not its own verdict, so not `cached`.
+  int64_t shared_proofs = 0;
+  int64_t reused = 0;  // unchanged since the plan's last verification
   int64_t logical_ops = 0;
   int64_t parallel_ops = 0;   // of a compact plan: the op instances it denotes
   int64_t class_anchors = 0;  // compact plan verified per class: corners explored

@@ -41,6 +41,7 @@ Stats stats_from_json(const json& j) {
   s.symmetric = j.value("symmetric", int64_t{0});
   s.untried = j.value("untried", int64_t{0});
   s.cached = j.value("cached", int64_t{0});
+  s.shared_proofs = j.value("shared_proofs", int64_t{0});
   s.reused = j.value("reused", int64_t{0});
   s.logical_ops = j.at("logical_ops").get<int64_t>();
   s.parallel_ops = j.at("parallel_ops").get<int64_t>();
@@ -100,6 +101,7 @@ nlohmann::json report_to_json(const Report& report) {
                 {"symmetric", report.stats.symmetric},
                 {"untried", report.stats.untried},
                 {"cached", report.stats.cached},
+                {"shared_proofs", report.stats.shared_proofs},
                 {"reused", report.stats.reused},
                 {"logical_ops", report.stats.logical_ops},
                 {"parallel_ops", report.stats.parallel_ops},

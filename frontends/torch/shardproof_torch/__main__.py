@@ -3,9 +3,11 @@
 Exit codes: 0 captured; 2 invalid harness or a program that cannot be captured (one line
 `file:line: [rule] text` on stderr); 4 internal error."""
 import argparse
+import gc
 import json
 import os
 import sys
+import time
 import traceback
 
 from .errors import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, CaptureError
@@ -37,6 +39,11 @@ def parser():
     c.add_argument("--no-grad-claims", action="store_true",
                    help="do not claim each rank's final gradients (fewer, larger stages)")
     c.add_argument("--stats", action="store_true", help="print capture statistics on stderr")
+    c.add_argument("--cache-dir", default="",
+                   help="keep the plan in DIR and take it from there while the command line, "
+                   "working directory, interpreter, environment and every file the capture "
+                   "read are unchanged (capture_cache.py); the CLI passes its cache's "
+                   "captures/")
     c._parser_class = _Parser
     return p
 
@@ -50,17 +57,37 @@ def main(argv=None):
         bad = [e for e in emit if e not in EMITTABLE]
         if bad:
             raise CaptureError("usage", f"--emit: unknown feature(s) {bad} (known: src, scale)")
+        cache = None
+        if args.cache_dir and args.output != "-":
+            from .capture_cache import CaptureCache
+            cache = CaptureCache(args.cache_dir, {
+                "harness": os.path.abspath(args.harness), "mesh": args.mesh, "emit": emit,
+                "grad_claims": not args.no_grad_claims})
+            if cache.lookup(args.output):
+                if args.stats:
+                    sys.stderr.write(json.dumps({"cached": True}) + "\n")
+                return EXIT_OK
+            cache.watch_dirs([os.path.dirname(os.path.abspath(args.harness)), os.getcwd()])
+            cache.recorder.start()
+        # No cyclic collection in this process: the capture would otherwise leave its
+        # millions of objects to the collector's first pass while the plan is written.
+        gc.disable()
         cap = Capture(args.harness, parse_mesh_override(args.mesh), emit,
-                      claim_grads=not args.no_grad_claims)
-        plan = cap.run()
-        text = json.dumps(plan, indent=None, separators=(",", ":"))
+                      claim_grads=not args.no_grad_claims, as_text=True)
+        chunks = cap.run()
+        t = time.time()
         if args.output == "-":
-            sys.stdout.write(text + "\n")
+            sys.stdout.writelines(chunks)
+            sys.stdout.write("\n")
         else:
             tmp = args.output + ".tmp"
             with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
+                f.writelines(chunks)
+                f.write("\n")
             os.replace(tmp, args.output)
+        cap.stats["write_s"] = round(time.time() - t, 3)
+        if cache is not None:
+            cache.store(args.output)
         if args.stats:
             sys.stderr.write(json.dumps(cap.stats) + "\n")
         return EXIT_OK
@@ -77,4 +104,11 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if sys.getprofile() is not None:  # under cProfile: let it write its statistics
+        sys.exit(code)
+    # A large capture leaves millions of objects: tearing the interpreter down would free
+    # them one by one (and collect their cycles) for nothing.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -4,6 +4,7 @@ ctx.rank, get_rank, ...) share a trace: the program is a function of what it rea
 groups it names are re-targeted per rank (docs/torch-harness.md). Independent traces run on
 two processes (forked.py)."""
 import gc
+import json
 import time
 
 from . import harness as harness_mod
@@ -11,7 +12,7 @@ from . import lineage
 from .context import RankContext
 from .errors import CaptureError
 from .mesh import mesh_from
-from .plan_writer import BATCH, BUFFER, PARAM, RankProgram, write_plan
+from .plan_writer import BATCH, BUFFER, PARAM, RankProgram, write_plan, write_plan_text
 from .traced import Logical, Traced, shapes_of
 from . import forked
 
@@ -34,9 +35,13 @@ def default_step_sources(h):
 
 
 class Capture:
-    def __init__(self, path, mesh_override=None, emit=(), claim_grads=True, share_lowering=True):
+    def __init__(self, path, mesh_override=None, emit=(), claim_grads=True, share_lowering=True,
+                 as_text=False):
+        """as_text: run() gives the plan as JSON text in pieces (plan_text.py: the text of
+        the dictionary it gives otherwise, without building it), not as a dictionary."""
         self.path = path
         self.share_lowering = share_lowering
+        self.as_text = as_text
         self.mesh_override = mesh_override or {}
         self.emit = set(emit)
         self.claim_grads = claim_grads
@@ -54,7 +59,10 @@ class Capture:
             if collecting:
                 gc.enable()
             harness_mod.unload(h)
-        gc.collect()  # the traces' and models' cycles, before the caller writes the plan out
+        if not self.as_text:
+            # the traces' and models' cycles, before the caller builds the plan's text (the
+            # text writer needs little memory: its caller exits without the collection)
+            gc.collect()
         return plan
 
     def _run(self, h):
@@ -162,8 +170,15 @@ class Capture:
         meta = {"captured_by": "shardproof_torch", "harness": h.file,
                 "mesh": dict(mesh.axes), "distinct_rank_programs": len(entries)}
         name = f"{h.file} " + " ".join(f"{a}{n}" for a, n in mesh.axes)
-        plan = write_plan(name, meta, logical.trace, programs, mesh.world, self.emit,
-                          self.claim_grads, self.share_lowering)
+        plan = None
+        if self.as_text and self.share_lowering:
+            plan = write_plan_text(name, meta, logical.trace, programs, mesh.world, self.emit,
+                                   self.claim_grads)
+        if plan is None:
+            plan = write_plan(name, meta, logical.trace, programs, mesh.world, self.emit,
+                              self.claim_grads, self.share_lowering)
+            if self.as_text:
+                plan = iter([json.dumps(plan, separators=(",", ":"))])
         self.stats["lower_s"] = round(time.time() - t1, 3)
         return plan
 

@@ -9,6 +9,8 @@ import pickle
 import sys
 import tempfile
 
+from . import capture_cache
+
 
 def jobs():
     """Processes capture may use: SHARDPROOF_CAPTURE_JOBS, else up to 2 of the CPUs."""
@@ -75,8 +77,10 @@ def run_tasks(tasks, parallel):
         status = 1
         try:
             results = _attempt_all(child_tasks)
+            recorder = capture_cache.Recorder.active  # what the child read, for the parent's
+            reads = recorder.snapshot() if recorder is not None else None
             with open(path, "wb") as f:
-                pickle.dump(results, f, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump((results, reads), f, protocol=pickle.HIGHEST_PROTOCOL)
             status = 0
         except BaseException:  # noqa: BLE001 (an unpicklable result: the parent redoes it)
             pass
@@ -89,7 +93,9 @@ def run_tasks(tasks, parallel):
         if status == 0:
             try:
                 with open(path, "rb") as f:
-                    child = pickle.load(f)
+                    child, reads = pickle.load(f)
+                if reads is not None and capture_cache.Recorder.active is not None:
+                    capture_cache.Recorder.active.merge(reads)
             except Exception:  # noqa: BLE001
                 child = None
         if child is None:  # the child failed as a process: its tasks run here

@@ -7,6 +7,7 @@ from .errors import CaptureError
 from .lowering import Lowerer
 from .lowering.core import GraphBuilder, V
 from .lowering.numbers import as_fraction
+from .plan_text import TemplateText, Unshareable, plan_chunks
 from .rank_template import RankTemplates
 
 PARAM, BUFFER, BATCH = "param", "buffer", "batch"
@@ -277,3 +278,28 @@ def write_plan(name, meta, logical_trace, programs, world, emit, claim_grads=Tru
         claim_scaled_reductions(pb)
     return {"format": "shardproof-plan/1", "name": name, "meta": meta,
             "logical": lb.graph(), "parallel": pb.graph(world)}
+
+
+def write_plan_text(name, meta, logical_trace, programs, world, emit, claim_grads=True):
+    """The plan write_plan builds, as JSON text in pieces (plan_text.py), or None when a
+    rank's part cannot be copied as text (then write_plan's plan is written)."""
+    emit_src = "src" in emit
+    lb, logical_grads = write_logical(logical_trace, emit_src, claim_grads)
+    templates = RankTemplates(lambda prog, b, origins: lower_rank(prog, b, logical_grads,
+                                                                  origins), emit_src)
+    texts = {}  # id(template) -> its TemplateText
+    ranks, pending, group_ranks_of = [], {}, {}
+    for prog in programs:
+        t = templates.template(prog)
+        if id(t) not in texts:
+            try:
+                texts[id(t)] = TemplateText(t, "scale" in emit)
+            except Unshareable:
+                return None
+        ranks.append((texts[id(t)], prog))
+        pending[prog.rank] = t.calls_of(prog)
+        group_ranks_of[prog.rank] = prog.group_ranks
+    collectives = GraphBuilder(parallel=True, emit_src=emit_src)
+    match_collectives(pending, group_ranks_of, collectives)
+    head = {"format": "shardproof-plan/1", "name": name, "meta": meta, "logical": lb.graph()}
+    return plan_chunks(head, ranks, collectives.ops, world)

@@ -28,9 +28,9 @@ class _Template:
         self.origins = origins  # tensor name -> ((kind, name), block index)
         self.calls = calls
 
-    def instantiate(self, prog, out: GraphBuilder):
-        """Copies the template into `out` as rank prog.rank; returns its pending calls."""
-        old, new, rank = self.prefix, rank_prefix(prog.rank), prog.rank
+    def namer(self, rank):
+        """Template tensor name (before or after renames) -> rank `rank`'s name."""
+        old, new = self.prefix, rank_prefix(rank)
         cut = len(old)
 
         def name(n):
@@ -39,6 +39,18 @@ class _Template:
                 return n  # a recv's unread buffer has no name
             assert n.startswith(old), f"rank tensor {n!r} outside its rank's prefix {old!r}"
             return new + n[cut:]
+        return name
+
+    def calls_of(self, prog):
+        """Rank prog.rank's pending calls."""
+        name, rank = self.namer(prog.rank), prog.rank
+        return [replace(c, inp=replace(c.inp, name=name(c.inp.name)),
+                        out=c.out and replace(c.out, name=name(c.out.name)), rank=rank)
+                for c in self.calls]
+
+    def instantiate(self, prog, out: GraphBuilder):
+        """Copies the template into `out` as rank prog.rank; returns its pending calls."""
+        name, rank = self.namer(prog.rank), prog.rank
 
         for n, decl in self.b.tensors.items():
             copy = dict(decl)
@@ -57,9 +69,7 @@ class _Template:
             out.ops.append(copy)
         out.inputs.extend(name(n) for n in self.b.inputs)
         out.outputs.extend(name(n) for n in self.b.outputs)
-        return [replace(c, inp=replace(c.inp, name=name(c.inp.name)),
-                        out=c.out and replace(c.out, name=name(c.out.name)), rank=rank)
-                for c in self.calls]
+        return self.calls_of(prog)
 
 
 class RankTemplates:
@@ -71,6 +81,10 @@ class RankTemplates:
         self._templates = {}  # id(trace) -> [_Template]
 
     def lower(self, prog, out: GraphBuilder):
+        return self.template(prog).instantiate(prog, out)
+
+    def template(self, prog):
+        """The template rank prog.rank copies (lowered now if it is the first)."""
         candidates = self._templates.setdefault(id(prog.trace), [])
         structure = block_structure(prog)
         template = next((t for t in candidates if t.structure == structure), None)
@@ -83,4 +97,4 @@ class RankTemplates:
             origins = {renames.get(n, n): o for n, o in origins.items()}
             template = _Template(prog, b, renames, origins, calls)
             candidates.append(template)
-        return template.instantiate(prog, out)
+        return template

@@ -20,7 +20,7 @@ from ..trace import Input, Node, Ref, TensorMeta, Trace
 from .backward_sources import BackwardSource
 from .backward_sources import recording as recording_backward_sources
 from .fake_dist import FakeDistributed
-from . import decompositions
+from . import decompositions, speedups
 from .library import ops
 from .optimizers import marking, whole_steps
 from .source import capture_boundary, is_user_file, user_src
@@ -116,7 +116,8 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
     batch keys to this program's (fake) chunks."""
     ops()  # define the library before tracing
     fd = FakeDistributed(ctx)
-    with fd.installed(), cpu_only(), whole_steps(), decompositions.installed():
+    with fd.installed(), cpu_only(), whole_steps(), decompositions.installed(), \
+            speedups.installed():
         try:
             with fake_mode:
                 model = h.build_logical() if logical else h.build_rank(ctx)
@@ -321,7 +322,7 @@ def trace_function(fn, inputs):
     """Traces fn(*inputs) on real tensors (both passes) for fidelity tests: inputs are
     batch inputs named in0, in1, ...; trace.results are fn's returned tensors."""
     ops()
-    with recording_sources(), decompositions.installed():
+    with recording_sources(), decompositions.installed(), speedups.installed():
         g1 = make_fx(fn)(*inputs)
         g2 = make_fx(functionalize(_SourceInterpreter(g1).run))(*[i.detach() for i in inputs])
     names = [f"in{i}" for i in range(len(inputs))]

@@ -1,0 +1,286 @@
+"""Captures kept for the next identical capture (`capture --cache-dir DIR`; the CLI passes its
+cache directory's `captures/`). A capture is a deterministic function of its inputs (the
+contract of docs/torch-harness.md): the command line, the working directory, the interpreter,
+the environment, and every file it read. While capturing, an audit hook records each file
+the process (and its forked child) opens and each directory it lists (import resolution);
+every module in sys.modules and every file mapped into the process (torch's shared
+libraries) is added at the end. The entry holds the plan and that record. A later capture
+with the same command line, directory, interpreter and environment takes the plan only if
+every recorded file is unchanged (its content for files up to 1 MiB, else its size,
+modification and change times and inode: a write always moves the change time) and every
+recorded directory lists the same names. Anything else, including an error reading the
+entry, is a miss: the program is captured again and the entry replaced.
+
+This module imports nothing of torch: a hit costs the interpreter's start and the checks."""
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+
+FORMAT = 1
+SMALL = 1 << 20       # files up to this size are compared by content
+MAX_PLAN = 256 << 20  # larger plans are not kept
+
+
+def entry_key(argv_key):
+    """The key of a capture: what it was asked and in what process environment."""
+    h = hashlib.sha256()
+    h.update(json.dumps({"format": FORMAT, "args": argv_key, "cwd": os.getcwd(),
+                         "python": [sys.executable, sys.version],
+                         "env": sorted(os.environ.items())}).encode())
+    return h.hexdigest()
+
+
+def _digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _file_state(path):
+    """What must be unchanged of a file, or None when it is not a regular file."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return {"missing": True}  # looked for and not there: it must still not be there
+    except OSError:
+        return None
+    if not os.path.isfile(path):
+        return None
+    if st.st_size <= SMALL:
+        return {"sha256": _digest(path), "changed": st.st_ctime_ns}
+    return {"stat": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]}
+
+
+def _same(state, now):
+    """Whether a file is as kept: by content when it was small (the change time is only
+    written down to tell a file changed while it was being captured)."""
+    if now is None or "sha256" not in state:
+        return state == now
+    return now.get("sha256") == state["sha256"]
+
+
+OWN_TEMP = "shardproof-capture-"  # the CLI's capture directories, forked.py's pickles
+
+
+def _names(path):
+    """A directory's names, but for the temporary files of captures (a capture of the same
+    program, running beside this one or before it, made them: nothing reads them)."""
+    try:
+        return frozenset(n for n in os.listdir(path) if not n.startswith(OWN_TEMP))
+    except OSError:
+        return None
+
+
+def _listing_hash(names):
+    return None if names is None else \
+        hashlib.sha256("\0".join(sorted(names)).encode()).hexdigest()
+
+
+def _listing(path):
+    return _listing_hash(_names(path))
+
+
+def _listing_at_end(path, seen, own):
+    """The hash a directory's listing is kept under: as the capture saw it, or as it is now
+    when all it gained since is what the capture itself wrote (`own`: its output, bytecode
+    caches), which changes no import and no read; so the next capture finds it as kept."""
+    if seen is None:
+        return None
+    now = _names(path)
+    if now is not None and seen <= now and all(n == "__pycache__" or n in own
+                                               for n in now - seen):
+        return _listing_hash(now)
+    return _listing_hash(seen)
+
+
+class Recorder:
+    """The files opened and directories listed by this process since start() (and those
+    a forked child handed over with merge())."""
+
+    active = None
+
+    def __init__(self):
+        self.started_ns = time.time_ns()  # reset by start()
+        self.files = set()
+        self.dirs = {}  # path -> its names when first listed
+        self._inside = False
+
+    def start(self):
+        self.started_ns = time.time_ns()
+        Recorder.active = self
+        if not getattr(Recorder, "_hooked", False):
+            sys.addaudithook(_hook)  # cannot be removed: it does nothing when inactive
+            Recorder._hooked = True
+
+    def stop(self):
+        Recorder.active = None
+
+    def event(self, name, args):
+        if self._inside:
+            return
+        self._inside = True
+        try:
+            if name == "open" and args and isinstance(args[0], (str, bytes)):
+                path = os.fsdecode(args[0])
+                self.files.add(os.path.abspath(path))
+            elif name in ("os.listdir", "os.scandir") and args:
+                path = os.path.abspath(os.fsdecode(args[0] if args[0] is not None else "."))
+                if path not in self.dirs:
+                    self.dirs[path] = _names(path)
+        finally:
+            self._inside = False
+
+    def snapshot(self):
+        """What this process read, for the parent: its opened files, and its modules and
+        mapped files (a forked child may load an extension module the parent never did)."""
+        files = self.files | _module_files() | _mapped_files()
+        return {"files": sorted(files), "dirs": dict(self.dirs)}
+
+    def merge(self, snap):
+        self.files.update(snap["files"])
+        for d, listing in snap["dirs"].items():
+            self.dirs.setdefault(d, listing)
+
+
+def _hook(name, args):
+    r = Recorder.active
+    if r is not None and (name == "open" or name in ("os.listdir", "os.scandir")):
+        r.event(name, args)
+
+
+def _mapped_files():
+    out = set()
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/"):
+                    out.add(parts[5].rstrip("\n"))
+    except OSError:
+        pass
+    return out
+
+
+def _module_files():
+    out = set()
+    for m in list(sys.modules.values()):
+        f = getattr(m, "__file__", None)
+        if isinstance(f, str):
+            out.add(os.path.abspath(f))
+    return out
+
+
+class CaptureCache:
+    def __init__(self, directory, argv_key):
+        self.dir = directory
+        self.key = entry_key(argv_key)
+        self.recorder = Recorder()
+
+    def _manifest_path(self):
+        return os.path.join(self.dir, self.key[:2], self.key + ".json")
+
+    def watch_dirs(self, paths):
+        """Directories whose listings the entry also holds (the harness's, the working
+        directory: a program may test whether a file exists there without opening it)."""
+        for p in paths:
+            p = os.path.abspath(p)
+            self.recorder.dirs.setdefault(p, _names(p))
+
+    def lookup(self, output):
+        """Copies the kept plan to `output` (a path, or "-" for stdout); True on a hit."""
+        manifest_path = self._manifest_path()
+        try:
+            with open(manifest_path, encoding="utf-8") as f:
+                manifest = json.load(f)
+            if manifest.get("format") != FORMAT or manifest.get("key") != self.key:
+                return False
+            # each entry's plan has a name of its own: a manifest never names another's plan
+            plan_path = os.path.join(os.path.dirname(manifest_path),
+                                     os.path.basename(manifest["plan"]))
+            for path, state in manifest["files"].items():
+                if not _same(state, _file_state(path)):
+                    return False
+            for path, listing in manifest["dirs"].items():
+                if _listing(path) != listing:
+                    return False
+            if output == "-":
+                with open(plan_path, "rb") as f:
+                    sys.stdout.flush()
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        sys.stdout.buffer.write(block)
+                    sys.stdout.buffer.flush()
+            else:
+                tmp = output + ".tmp"
+                with open(plan_path, "rb") as src, open(tmp, "wb") as dst:
+                    for block in iter(lambda: src.read(1 << 20), b""):
+                        dst.write(block)
+                os.replace(tmp, output)
+            return True
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return False
+
+    def store(self, plan_file, exclude=()):
+        """Keeps the plan just written to `plan_file` with the record of what the capture
+        read. Never fails the capture: an entry that cannot be written is not kept."""
+        self.recorder.stop()
+        try:
+            if os.path.getsize(plan_file) > MAX_PLAN:
+                return
+            skip = {os.path.abspath(p) for p in exclude} | {os.path.abspath(plan_file)}
+            cache_dir = os.path.abspath(self.dir) + os.sep
+            files = self.recorder.files | _module_files() | _mapped_files()
+            states = {}
+            for path in sorted(files):
+                if path in skip or path.startswith(cache_dir) or path.startswith("/proc/") or \
+                        path.startswith("/dev/") or path.startswith(tempfile.gettempdir() +
+                                                                    os.sep + "shardproof-"):
+                    continue
+                state = _file_state(path)
+                if state is None:
+                    continue
+                # A file written while the capture ran may have been read before or after the
+                # write: the plan may not be the file's as kept. (Bytecode caches are written
+                # from the sources they are checked with.) Timestamps lag the clock by a tick.
+                changed = state.get("changed", state.get("stat", [0, 0, 0])[2])
+                if changed >= self.recorder.started_ns - 20_000_000 and \
+                        os.sep + "__pycache__" + os.sep not in path:
+                    return
+                states[path] = state
+            manifest_path = self._manifest_path()
+            folder = os.path.dirname(manifest_path)
+            os.makedirs(folder, exist_ok=True)  # before the listings: it may be in one
+            own = {os.path.basename(plan_file), os.path.basename(plan_file) + ".tmp"}
+            dirs = {}
+            for d, seen in self.recorder.dirs.items():
+                if (d + os.sep).startswith(cache_dir):
+                    continue
+                mine = set(own)
+                if cache_dir.startswith(d + os.sep):  # the entry's own directory, made here
+                    mine.add(cache_dir[len(d) + 1:].split(os.sep)[0])
+                dirs[d] = _listing_at_end(d, seen, mine)
+            old_plan = None
+            try:
+                with open(manifest_path, encoding="utf-8") as f:
+                    old_plan = os.path.basename(json.load(f)["plan"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+            fd, plan_path = tempfile.mkstemp(dir=folder, prefix=self.key + ".",
+                                             suffix=".plan.json")
+            with os.fdopen(fd, "wb") as dst, open(plan_file, "rb") as src:
+                for block in iter(lambda: src.read(1 << 20), b""):
+                    dst.write(block)
+            manifest = {"format": FORMAT, "key": self.key, "plan": os.path.basename(plan_path),
+                        "files": states, "dirs": dirs}
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(manifest, f)
+            os.replace(tmp, manifest_path)
+            if old_plan and old_plan != manifest["plan"]:
+                os.unlink(os.path.join(folder, old_plan))
+        except (OSError, ValueError):
+            pass
