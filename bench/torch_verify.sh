@@ -8,7 +8,8 @@
 # each row is the best of RUNS runs (the machine may be busy).
 #
 #   bench/torch_verify.sh
-#   HARNESS=examples/torch/mlp/harness.py MESH=dp=2,tp=2 MESH2=dp=2,tp=4 (the small GPT has 2 heads: tp <= 2) bench/torch_verify.sh
+#   HARNESS=examples/torch/mlp/harness.py MESH=dp=2,tp=2 MESH2=dp=2,tp=4 bench/torch_verify.sh
+#   GPT_HEADS=4 MESH2=dp=2,tp=4 bench/torch_verify.sh   # the GPT's 2 heads allow tp <= 2
 #
 # Targets (issue 21, 2 cores): cold < 15 s, warm < 3 s, after a mesh change
 # < 50% of cold. Needs /usr/bin/python3 with python3-torch (or SHARDPROOF_PYTHON).
