@@ -13,7 +13,7 @@ plan from dictionaries."""
 import json
 import re
 
-from .lowering.numbers import as_fraction
+from .scaled_claims import scaled_reductions
 
 PREFIX, RANK, SLICE = "\x00", "\x01", "\x02"
 _ENC_PREFIX, _ENC_RANK, _ENC_SLICE = "\\u0000", "\\u0001", "\\u0002"
@@ -29,36 +29,19 @@ def dumps(value):
 
 
 def scaled_claims(template):
-    """claim_scaled_reductions (plan_writer.py) on one rank's part of the plan: tensor ->
-    (the claimed tensor whose lineage it takes, its scale). A rank's claims depend on its own
-    ops alone, and the tensor a collective call writes is produced by a plan op of the call's
+    """scaled_reductions (plan_writer.py) on one rank's part of the plan: tensor -> (the
+    claimed tensor whose lineage it takes, its scale). A rank's claims depend on its own ops
+    alone, and the tensor a collective call writes is produced by a plan op of the call's
     kind."""
     b = template.b
-    producer = {}
+    producer_kind = {}
     for op in b.ops:
         for o in op["out"]:
-            producer[o] = op["op"]
+            producer_kind[o] = op["op"]
     for c in template.calls:
         if c.out is not None:
-            producer[template.renames.get(c.out.name, c.out.name)] = c.kind
-    has_of = {n for n, decl in b.tensors.items() if "of" in decl}
-    out = {}
-    for op in b.ops:
-        if op["op"] != "scale":
-            continue
-        target = b.tensors.get(op["out"][0])
-        src = op["in"][0]
-        if target is None or src not in b.tensors:
-            continue
-        if "of" not in target or src in has_of or producer.get(src) != "all_reduce":
-            continue
-        factor = as_fraction(op["attrs"]["factor"])
-        if factor == 0 or "scale" in target["of"]:
-            continue
-        c = 1 / factor
-        out[src] = (op["out"][0], str(c) if c.denominator > 1 else int(c))
-        has_of.add(src)
-    return out
+            producer_kind[template.renames.get(c.out.name, c.out.name)] = c.kind
+    return scaled_reductions(b.ops, b.tensors, producer_kind)
 
 
 class TemplateText:

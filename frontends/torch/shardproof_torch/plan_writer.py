@@ -6,8 +6,8 @@ from collections import defaultdict
 from .errors import CaptureError
 from .lowering import Lowerer
 from .lowering.core import GraphBuilder, V
-from .lowering.numbers import as_fraction
 from .plan_text import TemplateText, Unshareable, plan_chunks
+from .scaled_claims import scaled_reductions
 from .rank_template import RankTemplates
 
 PARAM, BUFFER, BATCH = "param", "buffer", "batch"
@@ -231,31 +231,14 @@ def match_collectives(pending_by_rank, group_ranks_of, b: GraphBuilder):
 
 
 def claim_scaled_reductions(b: GraphBuilder):
-    """--emit scale: an all-reduce whose output is only divided by c into a claimed tensor
-    (DDP averaging) claims `c x` that tensor's lineage."""
+    """--emit scale on the whole plan (scaled_reductions)."""
     b.apply_renames()
-    producer = {}
+    producer_kind = {}
     for op in b.ops:
         for o in op["out"]:
-            producer[o] = op
-    for op in b.ops:
-        if op["op"] != "scale":
-            continue
-        # Ops whose tensors were renamed or dropped on the way declare nothing
-        # here: they claim nothing (a claim is only ever an addition).
-        out = b.tensors.get(op["out"][0])
-        src = op["in"][0]
-        if out is None or src not in b.tensors:
-            continue
-        if "of" not in out or "of" in b.tensors[src] or producer.get(src, {}).get("op") != \
-                "all_reduce":
-            continue
-        factor = as_fraction(op["attrs"]["factor"])
-        if factor == 0 or "scale" in out["of"]:
-            continue
-        c = 1 / factor
-        b.tensors[src]["of"] = dict(out["of"], scale=str(c) if c.denominator > 1 else
-                                    int(c))
+            producer_kind[o] = op["op"]
+    for src, (target, c) in scaled_reductions(b.ops, b.tensors, producer_kind).items():
+        b.tensors[src]["of"] = dict(b.tensors[target]["of"], scale=c)
 
 
 def write_plan(name, meta, logical_trace, programs, world, emit, claim_grads=True,
