@@ -1,6 +1,6 @@
 // The two graphs the transformer builder writes into: v1 (through
 // GraphBuilder, rank by rank) and compact (through CompactBuilder, one
-// program per pipeline stage).
+// program per pipeline stage, and one on every stage for what spans them).
 #include <map>
 #include <optional>
 #include <stdexcept>
