@@ -118,6 +118,24 @@ TEST(ProofKey, StagesThatReduceAlikeShareOneProof) {
   EXPECT_EQ(third.stats.shared_proofs, 0) << report_headline(third);
 }
 
+// A verification that decides its stages in rounds (claim inference after a
+// withdrawn hint, the class verifier's refinements) keeps them in a store in
+// memory: a later round that takes a stage a shared proof decided counts it
+// as shared, as the first round did (it was counted as solved).
+TEST(ProofKey, ALaterRoundStillCountsASharedProofAsShared) {
+  ProofStore store;
+  ASSERT_EQ(verify_through(scaled_sixths(4, 3), store).verdict, Verdict::Equivalent);
+  MemoryVerdictStore rounds(&store);
+  Report first = verify_through(scaled_sixths(8, 3), rounds);
+  EXPECT_EQ(first.stats.shared_proofs, 3) << report_headline(first);
+  int proofs = 0;
+  Report second = verify_through(scaled_sixths(8, 3), rounds, &proofs);
+  EXPECT_EQ(proofs, 0);
+  EXPECT_EQ(second.stats.shared_proofs, 3) << report_headline(second);
+  EXPECT_EQ(second.stats.cached, 0) << report_headline(second);
+  EXPECT_EQ(decided_total(second.stats), second.stats.unique_stages) << report_headline(second);
+}
+
 TEST(ProofKey, AMeanOverAnotherLengthHasItsOwnProof) {
   const Stage eight = reduced_stages(mean_as_scaled_sum(8, "1/8")).at(0);
   const Stage sixteen = reduced_stages(mean_as_scaled_sum(16, "1/8")).at(0);

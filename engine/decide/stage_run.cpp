@@ -330,8 +330,9 @@ class StageRun {
         o = decode_outcome(stage(i), *stored);
       }
       if (o) {
-        const Source source =
-            store->decided_in_this_run(ids_[i]) ? Source::Earlier : Source::Stored;
+        const Source source = !store->decided_in_this_run(ids_[i])       ? Source::Stored
+                              : store->shared_proof_in_this_run(ids_[i]) ? Source::SharedProof
+                                                                         : Source::Earlier;
         shared_[i] = std::move(stored);
         record(i, std::move(*o), source);
         return;
@@ -370,6 +371,7 @@ class StageRun {
       // A proof this run made counts as a leader's does (symmetric, by
       // decided_by); one an earlier verification made, as a shared proof.
       source = kept_here(proof.id.key) ? Source::Solved : Source::SharedProof;
+      if (source == Source::SharedProof) store->mark_shared_proof(ids_[i]);
     } else {
       o = solve(i);
       if (proof.owed && proved_reduced_[i] && o.status == StageStatus::Proven) {

@@ -26,4 +26,14 @@ bool MemoryVerdictStore::decided_in_this_run(const StageIdentity& id) {
   return outcomes_.count(id.key) > 0;
 }
 
+void MemoryVerdictStore::mark_shared_proof(const StageIdentity& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  shared_.insert(id.key);
+}
+
+bool MemoryVerdictStore::shared_proof_in_this_run(const StageIdentity& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return shared_.count(id.key) > 0;
+}
+
 }  // namespace shardproof

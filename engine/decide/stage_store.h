@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/prove/stage_prover.h"
 #include "engine/stage/stage_identity.h"
@@ -33,6 +34,11 @@ class StageVerdictStore {
   // this same verification: the report counts it by how it was decided
   // (stage_tally.h), not as cached.
   virtual bool decided_in_this_run(const StageIdentity& /*id*/) { return false; }
+  // That stage `id`'s outcome in this verification is a proof shared from
+  // another stage (proof_identity.h): a later round that takes it from here
+  // counts it as shared, as the round that took it did.
+  virtual void mark_shared_proof(const StageIdentity& /*id*/) {}
+  virtual bool shared_proof_in_this_run(const StageIdentity& /*id*/) { return false; }
 };
 
 // A store in memory in front of the caller's (if any), for one verification
@@ -46,11 +52,14 @@ class MemoryVerdictStore : public StageVerdictStore {
               double solve_seconds) override;
   // The stages it holds are the ones decided in this verification.
   bool decided_in_this_run(const StageIdentity& id) override;
+  void mark_shared_proof(const StageIdentity& id) override;
+  bool shared_proof_in_this_run(const StageIdentity& id) override;
 
  private:
   StageVerdictStore* backing_;
   std::mutex mutex_;
   std::unordered_map<std::string, std::string> outcomes_;  // by stage key
+  std::unordered_set<std::string> shared_;                 // stage keys, mark_shared_proof
 };
 
 // Runs one stage's proof and returns its outcome; the daemon runs it on its
