@@ -118,6 +118,35 @@ TEST(AlgebraZ3, SortsCastsAndExtrema) {
             "(/ 3.0 2.0)");
 }
 
+// An all-reduce(max) of per-shard row maxima is the logical row's maximum
+// term itself (no case splits left for Z3), and the flattened form is still
+// the maximum: a shard left out is a different term and a model tells them
+// apart; mixed extremes (a clamp) are not flattened across max and min.
+TEST(AlgebraZ3, NestedExtremaAreOneCanonicalTerm) {
+  z3::context ctx;
+  Z3Algebra alg(ctx);
+  std::vector<z3::expr> x;
+  for (int i = 0; i < 8; ++i) x.push_back(alg.variable("x" + std::to_string(i), DClass::Real));
+  const z3::expr row = alg.maximum_of(x);
+  const z3::expr shard0 = alg.maximum_of({x[4], x[5], x[6], x[7]});
+  const z3::expr shard1 = alg.maximum_of({x[3], x[2], x[1], x[0]});
+  EXPECT_TRUE(z3::eq(alg.maximum_of({shard0, shard1}), row));
+  EXPECT_TRUE(z3::eq(alg.maximum(shard1, alg.maximum(shard0, x[2])), row));  // idempotent
+  const z3::expr missing = alg.maximum_of({shard0, alg.maximum_of({x[0], x[1], x[2]})});
+  EXPECT_FALSE(z3::eq(missing, row));
+  z3::solver s(ctx);
+  s.add(missing != row);
+  EXPECT_EQ(s.check(), z3::sat);
+  z3::solver is_max(ctx);  // the canonical term is still max: >= every leaf, equal to one
+  z3::expr_vector bounds(ctx), hits(ctx);
+  for (const z3::expr& v : x) bounds.push_back(row >= v), hits.push_back(row == v);
+  is_max.add(!(z3::mk_and(bounds) && z3::mk_or(hits)));
+  EXPECT_EQ(is_max.check(), z3::unsat);
+  const z3::expr clamp = alg.minimum(alg.maximum(x[0], x[1]), x[2]);
+  EXPECT_FALSE(z3::eq(clamp, alg.minimum_of({x[0], x[1], x[2]})));
+  EXPECT_FALSE(z3::eq(clamp, alg.maximum_of({x[0], x[1], x[2]})));
+}
+
 TEST(AlgebraZ3, UninterpretedFunctionsAreDeclaredOncePerName) {
   z3::context ctx;
   Z3Algebra alg(ctx);

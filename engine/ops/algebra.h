@@ -16,6 +16,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/core/ir.h"
@@ -109,6 +110,15 @@ class Z3Algebra {
   Value neg(const Value& a);
   Value maximum(const Value& a, const Value& b);
   Value minimum(const Value& a, const Value& b);
+  // The maximum (minimum) of terms, in one canonical form: nested extremes
+  // flattened, leaves deduplicated and ordered by term id. max is
+  // associative, commutative and idempotent, so this is exact; and an
+  // all-reduce of per-shard maxima then becomes the very term of the
+  // logical row's maximum, which Z3 otherwise proves equal only by case
+  // splits over every order of the leaves (seconds per vocab-parallel
+  // cross-entropy stage).
+  Value maximum_of(const std::vector<Value>& terms);
+  Value minimum_of(const std::vector<Value>& terms);
   Value sum(const std::vector<Value>& terms);
   Value lt(const Value& a, const Value& b);
   Value le(const Value& a, const Value& b);
@@ -135,6 +145,22 @@ class Z3Algebra {
   std::vector<Value> assumptions_;
   std::vector<Value> obligations_;
   std::map<std::string, z3::func_decl> functions_;
+  // The leaves of each extreme built by extreme_of, by term id (max, min).
+  std::unordered_map<unsigned, std::vector<Value>> extreme_leaves_[2];
+  Value extreme_of(bool is_max, const std::vector<Value>& terms);
 };
+
+// The maximum of a non-empty list: the algebra's n-ary form where it has
+// one (Z3Algebra's canonical form), otherwise a left fold.
+template <class Alg>
+typename Alg::Value maximum_of(Alg& alg, const std::vector<typename Alg::Value>& terms) {
+  if constexpr (requires { alg.maximum_of(terms); }) {
+    return alg.maximum_of(terms);
+  } else {
+    typename Alg::Value m = terms[0];
+    for (size_t i = 1; i < terms.size(); ++i) m = alg.maximum(m, terms[i]);
+    return m;
+  }
+}
 
 }  // namespace shardproof

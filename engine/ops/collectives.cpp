@@ -37,11 +37,7 @@ template <class Alg, class V = typename Alg::Value>
 Tensor<V> reduce_all(Alg& alg, const std::string& how, const Tensors<V>& in) {
   const int64_t n = static_cast<int64_t>(in.size());
   return elementwise(pointers(in), in[0].shape, in[0].cls, [&](const std::vector<V>& a) {
-    if (how == "max") {
-      V m = a[0];
-      for (size_t i = 1; i < a.size(); ++i) m = alg.maximum(m, a[i]);
-      return m;
-    }
+    if (how == "max") return maximum_of(alg, a);
     V s = alg.sum(a);
     // mean divides by the group size (not a tensor size: unaffected by reduction).
     return how == "mean" ? alg.div(s, alg.constant(Rational(n), DClass::Real)) : s;

@@ -11,11 +11,7 @@ using Tensors = std::vector<Tensor<V>>;
 
 template <class Alg, class V = typename Alg::Value>
 Tensor<V> max_keep(Alg& alg, const Tensor<V>& x, const std::vector<bool>& reduced) {
-  return reduce_tensor(x, reduced, true, x.cls, [&](const std::vector<V>& g) {
-    V m = g[0];
-    for (size_t i = 1; i < g.size(); ++i) m = alg.maximum(m, g[i]);
-    return m;
-  });
+  return reduce_tensor(x, reduced, true, x.cls, [&](const std::vector<V>& g) { return maximum_of(alg, g); });
 }
 
 template <class Alg, class V = typename Alg::Value>

@@ -47,11 +47,7 @@ struct Reduction {
       return {reduce_tensor(in[0], reduced, keepdim, cls,
                             [&](const std::vector<V>& g) { return sum_of(alg, g, cls); })};
     } else if constexpr (K == Kind::Max) {
-      return {reduce_tensor(in[0], reduced, keepdim, cls, [&](const std::vector<V>& g) {
-        V m = g[0];
-        for (size_t i = 1; i < g.size(); ++i) m = alg.maximum(m, g[i]);
-        return m;
-      })};
+      return {reduce_tensor(in[0], reduced, keepdim, cls, [&](const std::vector<V>& g) { return maximum_of(alg, g); })};
     } else {
       // The count comes from the full shapes: soundness under shape reduction.
       const V count = alg.constant(Rational(full_count(call, 0, reduced)), DClass::Real);

@@ -1,5 +1,6 @@
 // Symbolic evaluation of operator semantics as Z3 terms over the reals, with
 // the side conditions (assumptions, obligations) the operations need.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -90,10 +91,38 @@ V Z3Algebra::neg(const V& a) {
   return -a;
 }
 V Z3Algebra::maximum(const V& a, const V& b) {
-  return z3::ite(a >= b, a, b);
+  return extreme_of(true, {a, b});
 }
 V Z3Algebra::minimum(const V& a, const V& b) {
-  return z3::ite(a <= b, a, b);
+  return extreme_of(false, {a, b});
+}
+V Z3Algebra::maximum_of(const std::vector<V>& terms) {
+  return extreme_of(true, terms);
+}
+V Z3Algebra::minimum_of(const std::vector<V>& terms) {
+  return extreme_of(false, terms);
+}
+
+V Z3Algebra::extreme_of(bool is_max, const std::vector<V>& terms) {
+  std::unordered_map<unsigned, std::vector<V>>& known = extreme_leaves_[is_max ? 0 : 1];
+  std::vector<V> leaves;
+  for (const V& t : terms) {
+    auto it = known.find(t.id());
+    if (it == known.end()) {
+      leaves.push_back(t);
+    } else {
+      leaves.insert(leaves.end(), it->second.begin(), it->second.end());
+    }
+  }
+  std::sort(leaves.begin(), leaves.end(), [](const V& x, const V& y) { return x.id() < y.id(); });
+  leaves.erase(std::unique(leaves.begin(), leaves.end(),
+                           [](const V& x, const V& y) { return x.id() == y.id(); }),
+               leaves.end());
+  V m = leaves[0];
+  for (size_t i = 1; i < leaves.size(); ++i)
+    m = is_max ? z3::ite(m >= leaves[i], m, leaves[i]) : z3::ite(m <= leaves[i], m, leaves[i]);
+  if (leaves.size() > 1) known.emplace(m.id(), std::move(leaves));
+  return m;
 }
 
 V Z3Algebra::sum(const std::vector<V>& terms) {
