@@ -34,7 +34,8 @@ bases_for() {
       "--layers 2 --tp 2 --sp" "--layers 2 --dp 2 --cp 2" "--layers 2 --dp 2 --tp 2 --sp" \
       "--layers 2 --dp 4 --ep 2" "--layers 2 --dp 4 --ep 2 --zero 1" \
       "--layers 4 --pp 2 --vpp 2 --microbatches 2" \
-      "--layers 4 --pp 2 --vpp 2 --microbatches 2 --schedule" ;;
+      "--layers 4 --pp 2 --vpp 2 --microbatches 2 --schedule" \
+      "--layers 2 --dp 2 --tp 2 --etp 1 --ep 2" "--layers 2 --dp 2 --tp 2 --etp 1 --ep 1" ;;
     *) printf '%s\n' "--layers 2 --dp 2 --tp 2" "--layers 2 --dp 2 --tp 2 --sp" \
       "--layers 2 --dp 2 --cp 2" "--layers 2 --dp 2 --zero 1" "--layers 2 --pp 2 --microbatches 2" \
       "--layers 2 --pp 2 --tie-embeddings" "--layers 2 --tp 4" "--layers 4 --pp 2" \
