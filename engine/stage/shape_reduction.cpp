@@ -134,8 +134,8 @@ int attempt(const Stage& original, const Restrictions& restrictions, int64_t pie
           result.full_position[u].resize(original.tensors[u].full_shape.size());
       }
       std::vector<int64_t>& positions = result.full_position[t][d];
-      positions.resize(st.shape[d]);
-      for (int64_t q = 0; q < st.shape[d]; ++q) positions[q] = maps.unmap(root, start + q) - offset;
+      positions = maps.unmap_run(root, start, st.shape[d]);
+      for (int64_t& p : positions) p -= offset;
     }
     if (st.of && st.logical_index >= 0)
       for (size_t d = 0; d < st.full_shape.size(); ++d) {
