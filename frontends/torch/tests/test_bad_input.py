@@ -29,6 +29,7 @@ CASES = {
     "one_hot_without_classes.py": ("data-dependent", 9),
     "ddp_wrapper.py": ("collective-bypass", 8),
     "neg_inf_subtracted.py": ("infinity", 9),
+    "stale_group.py": ("collective-group", 14),
 }
 
 

@@ -55,6 +55,11 @@ class FakeDistributed:
         g = group if group is not None else self.ctx.world_group
         if not isinstance(g, Group):
             raise _error("collective-group", f"group {g!r} is not one of ctx.groups or new_group()")
+        table = self.ctx.groups_table
+        if not (g.gid < len(table) and table[g.gid] is g):
+            raise _error("collective-group", f"group {g!r} was made while another program was "
+                         "captured (state kept outside the harness and the modules beside it?): "
+                         "use ctx.groups or new_group() in this program")
         if self.ctx.raw_rank() not in g.current_ranks:
             raise _error("collective-group", f"rank {self.ctx.raw_rank()} calls a collective on "
                          f"group {g.current_ranks}, of which it is not a member")
