@@ -127,6 +127,10 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
                 params = dict(model.named_parameters())
                 buffers = {k: b for k, b in model.named_buffers() if b is not None}
                 opt = h.optimizer(list(params.values()))
+                if not isinstance(opt, torch.optim.Optimizer):
+                    raise h.error("harness-type", "optimizer(params) must return a "
+                                  f"torch.optim.Optimizer, got {type(opt).__name__}",
+                                  "optimizer")
         except Exception as e:
             raise translate_error(e, h.file)
 
@@ -166,7 +170,10 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
                     plain = [a.detach() for a in args]
                     g2 = make_fx(functionalize(_SourceInterpreter(g1).run))(*plain)
             except Exception as e:
-                raise translate_error(e, h.file)
+                e = translate_error(e, h.file)
+                if not e.file and _SourceState.fallback:  # raised outside the user's frames
+                    e.file, e.line = _SourceState.fallback["file"], _SourceState.fallback["line"]
+                raise e
             finally:
                 _SourceState.fallback = None
     trace = to_trace(g2, names, kinds)

@@ -26,7 +26,9 @@ def _reduce_name(op):
     for value, name in _REDUCE_NAMES:
         if op == value:
             return name
-    raise _error("collective-op", f"reduce op {op} is not supported (SUM, MAX, AVG are)")
+    shown = next((n for n in ("PRODUCT", "MIN", "BAND", "BOR", "BXOR", "PREMUL_SUM")
+                  if hasattr(dist.ReduceOp, n) and op == getattr(dist.ReduceOp, n)), op)
+    raise _error("collective-op", f"reduce op {shown} is not supported (SUM, MAX, AVG are)")
 
 
 def _error(rule, text):
