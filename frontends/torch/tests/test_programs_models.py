@@ -28,6 +28,8 @@ CASES = [
     ("torch_encoder", "dp=2", "sum-not-average", 1, "grad:"),
     ("megatron_state", "dp=2,tp=2", None, 0, None),
     ("megatron_state", "dp=2,tp=2", "dp-groups-contiguous", 1, "grad:"),
+    ("rprop", "dp=2", None, 0, None),
+    ("rprop", "dp=2", "no-allreduce", 1, "grad:"),
 ]
 
 
