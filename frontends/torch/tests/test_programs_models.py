@@ -29,7 +29,8 @@ CASES = [
     ("megatron_state", "dp=2,tp=2", None, 0, None),
     ("megatron_state", "dp=2,tp=2", "dp-groups-contiguous", 1, "grad:"),
     ("rprop", "dp=2", None, 0, None),
-    ("rprop", "dp=2", "no-allreduce", 1, "grad:"),
+    ("rprop", "dp=2", "sum-not-average", 0, None),
+    ("rprop", "dp=2", "no-allreduce", 1, "weight.next"),
 ]
 
 

@@ -250,6 +250,7 @@ def to_trace(gm, names, kinds):
     refs = {}
     placeholders = []
     step_marks = {}  # parameter name -> gradients read by whole optimizer steps
+    step_grads = {}  # parameter name -> its gradient as the default step's optimizer reads it
     for n in gm.graph.nodes:
         src = n.meta.get("sp_src")
         if n.op == "placeholder":
@@ -285,7 +286,7 @@ def to_trace(gm, names, kinds):
             trace.nodes.append(node)
             refs[n] = Ref(node.id)
             if op == "shardproof.mark_grad.default":
-                trace.grads[names[args[1]]] = Ref(node.id)
+                step_grads[names[args[1]]] = Ref(node.id)
             elif op == "shardproof.mark_step_grad.default":
                 step_marks.setdefault(names[args[1]], []).append(Ref(node.id))
         elif n.op == "get_attr":
@@ -303,11 +304,26 @@ def to_trace(gm, names, kinds):
     for i, n in enumerate(placeholders):
         if kinds[i] == "param" and names[i] not in trace.updated:
             trace.updated[names[i]] = refs[n]
+    for name, mark in step_grads.items():
+        if _stepped_whole_from(trace, name, mark):
+            trace.grads[name] = mark
     _claim_step_grads(trace, step_marks)
     return trace
 
 
 STEP_OPS = ("shardproof.sgd_step.default", "shardproof.adam_step.default")
+
+
+def _stepped_whole_from(trace, name, grad):
+    """Whether parameter `name`'s final value is one whole optimizer step (SGD, Adam, AdamW)
+    that reads `grad`. Only then does the update determine the gradient, so that claiming the
+    gradient proves no more than the contract asks (the updated parameters): an optimizer
+    traced through may not (Rprop's first step is -lr * sign(g): a gradient summed where it
+    should be averaged updates the same)."""
+    final = trace.updated.get(name)
+    node = trace.nodes[final.node] if final is not None else None
+    return node is not None and final.index == 0 and node.op in STEP_OPS and \
+        node.args[1] == grad
 
 
 def _claim_step_grads(trace, step_marks):
@@ -317,10 +333,7 @@ def _claim_step_grads(trace, step_marks):
     for name, marks in step_marks.items():
         if len(marks) != 1 or name in trace.grads:
             continue
-        final = trace.updated.get(name)
-        node = trace.nodes[final.node] if final is not None else None
-        if node is not None and final.index == 0 and node.op in STEP_OPS and \
-                node.args[1] == marks[0]:
+        if _stepped_whole_from(trace, name, marks[0]):
             trace.grads[name] = marks[0]
 
 
