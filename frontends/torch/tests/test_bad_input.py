@@ -33,6 +33,7 @@ CASES = {
     "tensor_lr.py": ("optimizer", 5),
     "optimizer_none.py": ("harness-type", 4),
     "reduce_product.py": ("collective-op", 8),
+    "hook_unsupported.py": ("collective-unsupported", 10),
 }
 
 
