@@ -68,9 +68,8 @@ class Capture:
     def _run(self, h):
         t0 = time.time()
         tracer = _tracer()
-        from torch._subclasses.fake_tensor import FakeTensorMode
         mesh = mesh_from(h.MESH, self.mesh_override)
-        fake = FakeTensorMode(allow_fallback_kernels=False)
+        fake = tracer.fake_mode()
         try:
             with fake:
                 batch = h.batch()

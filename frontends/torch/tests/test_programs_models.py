@@ -31,6 +31,9 @@ CASES = [
     ("rprop", "dp=2", None, 0, None),
     ("rprop", "dp=2", "sum-not-average", 0, None),
     ("rprop", "dp=2", "no-allreduce", 1, "weight.next"),
+    ("token_classifier", "dp=2", None, 0, None),
+    ("token_classifier", "dp=2", "no-average", 1, "grad:"),
+    ("token_classifier", "dp=2", "hook-skips-bias", 1, "grad:"),
 ]
 
 

@@ -20,7 +20,7 @@ from ..trace import Input, Node, Ref, TensorMeta, Trace
 from .backward_sources import BackwardSource
 from .backward_sources import recording as recording_backward_sources
 from .fake_dist import FakeDistributed
-from . import decompositions, speedups
+from . import decompositions, fake_mode as fake_mode_mod, speedups
 from .library import ops
 from .optimizers import marking, whole_steps
 from .source import capture_boundary, is_user_file, user_src
@@ -77,6 +77,12 @@ def cpu_only():
         yield
     finally:
         torch.Tensor.cuda, torch.nn.Module.cuda = saved
+
+
+def fake_mode():
+    """The mode programs are captured in (fake_mode.py)."""
+    fake_mode_mod.register_kernels()
+    return fake_mode_mod.make()
 
 
 def dtype_name(dtype, src=None):
@@ -338,11 +344,15 @@ def _claim_step_grads(trace, step_marks):
 
 
 @capture_boundary
-def trace_function(fn, inputs):
+def trace_function(fn, inputs, fake=False):
     """Traces fn(*inputs) on real tensors (both passes) for fidelity tests: inputs are
-    batch inputs named in0, in1, ...; trace.results are fn's returned tensors."""
+    batch inputs named in0, in1, ...; trace.results are fn's returned tensors. `fake`: on
+    fake tensors in the capture's mode instead, as a harness's program is traced."""
     ops()
-    with recording_sources(), decompositions.installed(), speedups.installed():
+    mode = fake_mode() if fake else contextlib.nullcontext()
+    if fake:
+        inputs = [mode.from_tensor(i) for i in inputs]
+    with recording_sources(), decompositions.installed(), speedups.installed(), mode:
         g1 = make_fx(fn)(*inputs)
         g2 = make_fx(functionalize(_SourceInterpreter(g1).run))(*[i.detach() for i in inputs])
     names = [f"in{i}" for i in range(len(inputs))]
