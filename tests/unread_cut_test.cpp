@@ -256,3 +256,63 @@ TEST(UnreadCut, AnAbsWithoutItsNegationIsStillFound) {
 
 }  // namespace
 }  // namespace shardproof
+
+namespace shardproof {
+namespace {
+
+// Logically m = tanh(x) [2,3], g = transpose(transpose(m)), y = g * g. Each
+// of two replicated ranks computes tanh(x) twice, claiming one as m and one
+// as g (claim inference names the twin `mm` of a gradient so: Rprop's
+// update read `where(c, 0, grad)` claimed as `mm`), and y from both. The
+// stage of y reads g and never m; with both free the parallel m * g is not
+// the logical g * g for values no run has. g is defined from m through its
+// transposes (values moved, each position to one position). `bug`: the rank
+// multiplies by x instead.
+json transposed_twin_plan(bool bug = false) {
+  json lt = {{"x", tensor({2, 3})},
+             {"m", tensor({2, 3})},
+             {"t", tensor({3, 2})},
+             {"g", tensor({2, 3})},
+             {"y", tensor({2, 3})}};
+  json lops = {{{"op", "tanh"}, {"in", {"x"}}, {"out", {"m"}}},
+               {{"op", "transpose"}, {"in", {"m"}}, {"out", {"t"}}, {"attrs", {{"perm", {1, 0}}}}},
+               {{"op", "transpose"}, {"in", {"t"}}, {"out", {"g"}}, {"attrs", {{"perm", {1, 0}}}}},
+               {{"op", "mul"}, {"in", {"g", "g"}}, {"out", {"y"}}}};
+  json logical = {{"tensors", lt}, {"inputs", {"x"}}, {"ops", lops}, {"outputs", {"y"}}};
+  json tensors = json::object(), ops = json::array(), pin = json::array(), pout = json::array();
+  for (int r = 0; r < 2; ++r) {
+    const std::string p = "r" + std::to_string(r) + ".";
+    tensors[p + "x"] = tensor({2, 3}, r, {{"tensor", "x"}});
+    tensors[p + "m"] = tensor({2, 3}, r, {{"tensor", "m"}});
+    tensors[p + "g"] = tensor({2, 3}, r, {{"tensor", "g"}});
+    tensors[p + "y"] = tensor({2, 3}, r, {{"tensor", "y"}});
+    pin.push_back(p + "x");
+    pout.push_back(p + "y");
+    ops.push_back({{"op", "tanh"}, {"in", {p + "x"}}, {"out", {p + "m"}}});
+    ops.push_back({{"op", "tanh"}, {"in", {p + "x"}}, {"out", {p + "g"}}});
+    ops.push_back({{"op", "mul"}, {"in", {p + "g", bug ? p + "x" : p + "m"}}, {"out", {p + "y"}}});
+  }
+  json parallel = {
+      {"world", 2}, {"tensors", tensors}, {"inputs", pin}, {"ops", ops}, {"outputs", pout}};
+  return {{"format", "shardproof-plan/1"},
+          {"name", "transposed twin"},
+          {"logical", logical},
+          {"parallel", parallel}};
+}
+
+TEST(UnreadCut, ACutTheStageReadsIsDefinedFromAnotherCutThroughTransposes) {
+  const Plan plan = parse(transposed_twin_plan(), "transposed-twin");
+  EXPECT_TRUE(computes(plan, unit_of(plan, cut_units(plan), "y"), "g"));
+  const Report r = verify_plan(plan, options(ClaimInference::Off));
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << testing::explain(r);
+}
+
+TEST(UnreadCut, ATransposedTwinMultipliedByTheWrongValueIsStillFound) {
+  const Report r =
+      verify_plan(parse(transposed_twin_plan(true), "transposed-twin-bug"), options());
+  ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+  EXPECT_EQ(r.findings[0].tensor, "y") << testing::explain(r);
+}
+
+}  // namespace
+}  // namespace shardproof

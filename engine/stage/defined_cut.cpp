@@ -1,5 +1,6 @@
 #include "engine/stage/defined_cut.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "engine/ops/op_registry.h"
@@ -19,7 +20,7 @@ class OnlySame : public AxisRelations {
   void broadcast(AxisRef) override { other = true; }
   void combine(AxisRef) override { other = true; }
   void positions_on(int, AxisRef) override { other = true; }
-  void same_positions(int, int) override { other = true; }
+  void same_positions(int, int) override {}  // values moved, as a transpose moves them
   void shifted_positions(int, int, int, int) override { other = true; }
   void compared_positions(int, int, bool) override { other = true; }
   bool other = false;
@@ -30,9 +31,14 @@ bool positionwise(const Graph& log, const Op& o) {
   if (!def || def->collective() || o.out.size() != 1) return false;
   const Shape& shape = log.tensors[static_cast<size_t>(o.out[0])].shape;
   std::vector<TensorInfo> in, out = {{shape, log.tensors[static_cast<size_t>(o.out[0])].dtype}};
+  // The same shape, or its axes permuted (a transpose: each axis "same" as one operand axis).
+  std::vector<int64_t> sorted_out(shape.begin(), shape.end());
+  std::sort(sorted_out.begin(), sorted_out.end());
   for (int t : o.in) {
     const TensorDecl& d = log.tensors[static_cast<size_t>(t)];
-    if (d.shape != shape) return false;
+    std::vector<int64_t> sorted_in(d.shape.begin(), d.shape.end());
+    std::sort(sorted_in.begin(), sorted_in.end());
+    if (sorted_in != sorted_out) return false;
     in.push_back({d.shape, d.dtype});
   }
   OnlySame rel;
@@ -70,6 +76,11 @@ std::vector<int> defined_cut_tensors(const Graph& log, const std::vector<int>& c
   std::vector<int> defined;
   std::vector<char> done(cut.size(), 0), read(cut.size(), 0);
   for (size_t i = 0; i < cut.size(); ++i) read[i] = held.count(cut[i]) > 0;
+  // A walk may end at another cut tensor: the stage holds it (free, or defined
+  // in turn). The claim-inferred twin `mm` beside the cut gradient
+  // `t(t(mm))` that the cone reads: free, both let the parallel side read `mm`
+  // where the logical side reads an unrelated gradient.
+  held.insert(cut.begin(), cut.end());
   // A tensor defined may hold what another's walk ends at: to a fixpoint.
   for (bool changed = true; changed;) {
     changed = false;

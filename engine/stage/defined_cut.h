@@ -13,8 +13,9 @@
 // the real graph: the cut only ever chose which logical tensors are free.
 // A cut T the cone does read (abs = maximum(x, neg x) with neg x cut) is
 // defined the same way when its walk is position by position only (neg,
-// scale, casts, ...): a reduction there (logits - max(logits)) would tie the
-// stage's lines together and keep them from shrinking.
+// scale, casts, transposes, ...): a reduction there (logits - max(logits))
+// would tie the stage's lines together and keep them from shrinking. A walk
+// may end at another cut tensor (a gradient t(t(mm)) with its twin mm cut).
 #pragma once
 
 #include <set>

@@ -68,9 +68,8 @@ class Capture:
     def _run(self, h):
         t0 = time.time()
         tracer = _tracer()
-        from torch._subclasses.fake_tensor import FakeTensorMode
         mesh = mesh_from(h.MESH, self.mesh_override)
-        fake = FakeTensorMode(allow_fallback_kernels=False)
+        fake = tracer.fake_mode()
         try:
             with fake:
                 batch = h.batch()
@@ -92,7 +91,8 @@ class Capture:
             lctx = RankContext(mesh.logical(), 0, [])
             with fake:
                 lbatch = {k: torch.empty(v.shape, dtype=v.dtype) for k, v in batch.items()}
-            ltrace, lmodel = tracer.capture_program(h, lctx, True, fake, lbatch, sources)
+            ltrace, lmodel = tracer.capture_program(harness_mod.fresh(h), lctx, True, fake,
+                                                    lbatch, sources)
             return Logical(ltrace, shapes_of(lmodel.named_parameters()),
                            shapes_of(lmodel.named_buffers()))
 
@@ -106,12 +106,13 @@ class Capture:
                 for k, v in batch.items():
                     box = harness_mod.batch_slice(h, k, list(v.shape), mesh, coords)
                     chunk[k] = torch.empty([hi - lo for lo, hi in box], dtype=v.dtype)
-            trace, model = tracer.capture_program(h, ctx, False, fake, chunk, sources)
-            traced = Traced(trace, coords, model)
+            own = harness_mod.fresh(h)  # the program's own module state
+            trace, model = tracer.capture_program(own, ctx, False, fake, chunk, sources)
+            traced = Traced(trace, coords, model, own)
             if logical is not None:
                 for r in ranks:
                     traced.blocks[r] = forked.attempt(
-                        lambda r=r: self._blocks(h, mesh, r, model, batch, logical))
+                        lambda r=r: self._blocks(own, mesh, r, model, batch, logical))
             return traced
 
         # The logical program and rank 0's, side by side; rank 0's trace tells which
@@ -152,7 +153,7 @@ class Capture:
                 entries.append(hit)
             blocks = hit.blocks.get(r)
             blocks = forked.value(blocks) if blocks is not None else \
-                self._blocks(h, mesh, r, hit.model, batch, logical)
+                self._blocks(hit.harness, mesh, r, hit.model, batch, logical)
             trace = hit.trace
             group_ranks = [g["ranks"] if "ranks" in g else mesh.group_ranks(r, g["axes"])
                            for g in trace.groups]

@@ -19,6 +19,7 @@ class Harness:
         self.file = relpath(path)
         self.module = module
         self.def_lines = def_lines  # top-level name -> line
+        self.used = False  # has a program been captured on this instance (fresh())
 
     def __getattr__(self, name):
         return getattr(self.module, name, None)
@@ -90,6 +91,25 @@ def load(path):
                      if _is_user_module(sys.modules.get(m))]
     validate(h)
     return h
+
+
+def fresh(h):
+    """The harness loaded again, with the user modules it imports executed again: a program
+    is captured as its rank's own process would run it, from fresh module state. A harness
+    or model module that keeps state between builds (a process group created once and cached
+    in a global, Megatron's `parallel_state`) would otherwise hand one program's state to the
+    next (the logical program's one-rank group to a rank, rank 0's groups to rank 1).
+    The first program a process captures takes `h` itself, untouched by any program so far
+    (the second process is forked before its first program): a harness is executed again only
+    when a program has run on it."""
+    if not h.used:
+        h.used = True
+        return h
+    unload(h)
+    sys.modules.pop(h.module.__name__, None)
+    again = load(h.path)
+    again.used = True
+    return again
 
 
 def _is_user_module(m):

@@ -19,10 +19,11 @@ class Traced:
     """One distinct rank program: it serves every rank that agrees with `coords` on the
     coordinates the program read (docs/torch-harness.md, one trace per distinct program)."""
 
-    def __init__(self, trace, coords, model):
+    def __init__(self, trace, coords, model, harness):
         self.trace = trace
         self.coords = coords
         self.model = model  # None once pickled: then only ranks in `blocks` can be placed
+        self.harness = harness  # the harness instance that built `model` (None once pickled)
         self.param_names = [name for name, _ in model.named_parameters()]
         self.blocks = {}    # rank -> its blocks (or forked's failure for that rank)
 
@@ -38,4 +39,5 @@ class Traced:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["model"] = None
+        state["harness"] = None
         return state

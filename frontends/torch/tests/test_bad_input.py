@@ -29,6 +29,11 @@ CASES = {
     "one_hot_without_classes.py": ("data-dependent", 9),
     "ddp_wrapper.py": ("collective-bypass", 8),
     "neg_inf_subtracted.py": ("infinity", 9),
+    "stale_group.py": ("collective-group", 14),
+    "tensor_lr.py": ("optimizer", 5),
+    "optimizer_none.py": ("harness-type", 4),
+    "reduce_product.py": ("collective-op", 8),
+    "hook_unsupported.py": ("collective-unsupported", 10),
 }
 
 
@@ -100,3 +105,9 @@ def test_missing_torch_is_exit_2_at_the_import():
                        env=env, timeout=60)
     assert p.returncode == 2, p.stderr
     assert re.match(r"^\S*no_torch\.py:2: \[torch-missing\] ", p.stderr), p.stderr
+
+
+@needs_torch
+def test_an_unsupported_reduce_op_is_named(tmp_path, capsys):
+    rc, err = capture("reduce_product.py", tmp_path, capsys)
+    assert rc == 2 and "reduce op PRODUCT is not supported" in err, err

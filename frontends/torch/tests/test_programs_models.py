@@ -26,6 +26,14 @@ CASES = [
     ("context_parallel", "cp=2", "no-average", 1, "grad:"),
     ("torch_encoder", "dp=2", None, 0, None),
     ("torch_encoder", "dp=2", "sum-not-average", 1, "grad:"),
+    ("megatron_state", "dp=2,tp=2", None, 0, None),
+    ("megatron_state", "dp=2,tp=2", "dp-groups-contiguous", 1, "grad:"),
+    ("rprop", "dp=2", None, 0, None),
+    ("rprop", "dp=2", "sum-not-average", 0, None),
+    ("rprop", "dp=2", "no-allreduce", 1, "weight.next"),
+    ("token_classifier", "dp=2", None, 0, None),
+    ("token_classifier", "dp=2", "no-average", 1, "grad:"),
+    ("token_classifier", "dp=2", "hook-skips-bias", 1, "grad:"),
 ]
 
 

@@ -6,6 +6,7 @@ torch.fx.traceback.format_stack() returns when the node is made (made cheap here
 innermost frame), and a pre-hook on each node makes that the current backward source while
 the engine runs it (functorch's aot_autograd uses the same two hooks)."""
 import contextlib
+import warnings
 
 import torch
 import torch.fx.traceback as fx_traceback
@@ -29,7 +30,21 @@ def _autograd_nodes(roots):
                 stack.append(fn)
 
 
-def _set_current(src):
+class _Frame(str):
+    """A user frame as anomaly mode stores it: text (the engine joins the stored stack into
+    its message when a backward op raises) that keeps its source dict for the pre-hook."""
+
+    def __new__(cls, src):
+        text = f'  File "{src["file"]}", line {src["line"]}, in {src["function"]}\n' if src \
+            else ""
+        frame = super().__new__(cls, text)
+        frame.src = src
+        return frame
+
+
+def _set_current(frame):
+    src = getattr(frame, "src", None)
+
     def prehook(grad_outputs):
         BackwardSource.current = src
     return prehook
@@ -49,10 +64,13 @@ def recording():
         finally:
             BackwardSource.current = None
 
-    fx_traceback.format_stack = lambda: [user_src(2)]
+    fx_traceback.format_stack = lambda: [_Frame(user_src(2))]
     torch.autograd.backward = backward
     try:
-        with torch.autograd.set_detect_anomaly(True, check_nan=False):
+        with torch.autograd.set_detect_anomaly(True, check_nan=False), \
+                warnings.catch_warnings():
+            # anomaly mode's own report of a backward op that raised: the error is reported
+            warnings.filterwarnings("ignore", message="Error detected in")
             yield
     finally:
         fx_traceback.format_stack, torch.autograd.backward = saved_format, saved_backward

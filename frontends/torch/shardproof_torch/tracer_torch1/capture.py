@@ -20,7 +20,7 @@ from ..trace import Input, Node, Ref, TensorMeta, Trace
 from .backward_sources import BackwardSource
 from .backward_sources import recording as recording_backward_sources
 from .fake_dist import FakeDistributed
-from . import decompositions, speedups
+from . import decompositions, fake_mode as fake_mode_mod, speedups
 from .library import ops
 from .optimizers import marking, whole_steps
 from .source import capture_boundary, is_user_file, user_src
@@ -79,6 +79,12 @@ def cpu_only():
         torch.Tensor.cuda, torch.nn.Module.cuda = saved
 
 
+def fake_mode():
+    """The mode programs are captured in (fake_mode.py)."""
+    fake_mode_mod.register_kernels()
+    return fake_mode_mod.make()
+
+
 def dtype_name(dtype, src=None):
     if dtype not in DTYPES:
         raise CaptureError("dtype", f"dtype {dtype} has no plan dtype (f32 f16 bf16 f64 i32 i64 "
@@ -127,6 +133,10 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
                 params = dict(model.named_parameters())
                 buffers = {k: b for k, b in model.named_buffers() if b is not None}
                 opt = h.optimizer(list(params.values()))
+                if not isinstance(opt, torch.optim.Optimizer):
+                    raise h.error("harness-type", "optimizer(params) must return a "
+                                  f"torch.optim.Optimizer, got {type(opt).__name__}",
+                                  "optimizer")
         except Exception as e:
             raise translate_error(e, h.file)
 
@@ -166,7 +176,10 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
                     plain = [a.detach() for a in args]
                     g2 = make_fx(functionalize(_SourceInterpreter(g1).run))(*plain)
             except Exception as e:
-                raise translate_error(e, h.file)
+                e = translate_error(e, h.file)
+                if not e.file and _SourceState.fallback:  # raised outside the user's frames
+                    e.file, e.line = _SourceState.fallback["file"], _SourceState.fallback["line"]
+                raise e
             finally:
                 _SourceState.fallback = None
     trace = to_trace(g2, names, kinds)
@@ -243,6 +256,7 @@ def to_trace(gm, names, kinds):
     refs = {}
     placeholders = []
     step_marks = {}  # parameter name -> gradients read by whole optimizer steps
+    step_grads = {}  # parameter name -> its gradient as the default step's optimizer reads it
     for n in gm.graph.nodes:
         src = n.meta.get("sp_src")
         if n.op == "placeholder":
@@ -278,7 +292,7 @@ def to_trace(gm, names, kinds):
             trace.nodes.append(node)
             refs[n] = Ref(node.id)
             if op == "shardproof.mark_grad.default":
-                trace.grads[names[args[1]]] = Ref(node.id)
+                step_grads[names[args[1]]] = Ref(node.id)
             elif op == "shardproof.mark_step_grad.default":
                 step_marks.setdefault(names[args[1]], []).append(Ref(node.id))
         elif n.op == "get_attr":
@@ -296,11 +310,26 @@ def to_trace(gm, names, kinds):
     for i, n in enumerate(placeholders):
         if kinds[i] == "param" and names[i] not in trace.updated:
             trace.updated[names[i]] = refs[n]
+    for name, mark in step_grads.items():
+        if _stepped_whole_from(trace, name, mark):
+            trace.grads[name] = mark
     _claim_step_grads(trace, step_marks)
     return trace
 
 
 STEP_OPS = ("shardproof.sgd_step.default", "shardproof.adam_step.default")
+
+
+def _stepped_whole_from(trace, name, grad):
+    """Whether parameter `name`'s final value is one whole optimizer step (SGD, Adam, AdamW)
+    that reads `grad`. Only then does the update determine the gradient, so that claiming the
+    gradient proves no more than the contract asks (the updated parameters): an optimizer
+    traced through may not (Rprop's first step is -lr * sign(g): a gradient summed where it
+    should be averaged updates the same)."""
+    final = trace.updated.get(name)
+    node = trace.nodes[final.node] if final is not None else None
+    return node is not None and final.index == 0 and node.op in STEP_OPS and \
+        node.args[1] == grad
 
 
 def _claim_step_grads(trace, step_marks):
@@ -310,19 +339,20 @@ def _claim_step_grads(trace, step_marks):
     for name, marks in step_marks.items():
         if len(marks) != 1 or name in trace.grads:
             continue
-        final = trace.updated.get(name)
-        node = trace.nodes[final.node] if final is not None else None
-        if node is not None and final.index == 0 and node.op in STEP_OPS and \
-                node.args[1] == marks[0]:
+        if _stepped_whole_from(trace, name, marks[0]):
             trace.grads[name] = marks[0]
 
 
 @capture_boundary
-def trace_function(fn, inputs):
+def trace_function(fn, inputs, fake=False):
     """Traces fn(*inputs) on real tensors (both passes) for fidelity tests: inputs are
-    batch inputs named in0, in1, ...; trace.results are fn's returned tensors."""
+    batch inputs named in0, in1, ...; trace.results are fn's returned tensors. `fake`: on
+    fake tensors in the capture's mode instead, as a harness's program is traced."""
     ops()
-    with recording_sources(), decompositions.installed(), speedups.installed():
+    mode = fake_mode() if fake else contextlib.nullcontext()
+    if fake:
+        inputs = [mode.from_tensor(i) for i in inputs]
+    with recording_sources(), decompositions.installed(), speedups.installed(), mode:
         g1 = make_fx(fn)(*inputs)
         g2 = make_fx(functionalize(_SourceInterpreter(g1).run))(*[i.detach() for i in inputs])
     names = [f"in{i}" for i in range(len(inputs))]

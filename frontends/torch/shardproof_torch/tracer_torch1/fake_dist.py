@@ -26,7 +26,9 @@ def _reduce_name(op):
     for value, name in _REDUCE_NAMES:
         if op == value:
             return name
-    raise _error("collective-op", f"reduce op {op} is not supported (SUM, MAX, AVG are)")
+    shown = next((n for n in ("PRODUCT", "MIN", "BAND", "BOR", "BXOR", "PREMUL_SUM")
+                  if hasattr(dist.ReduceOp, n) and op == getattr(dist.ReduceOp, n)), op)
+    raise _error("collective-op", f"reduce op {shown} is not supported (SUM, MAX, AVG are)")
 
 
 def _error(rule, text):
@@ -55,6 +57,11 @@ class FakeDistributed:
         g = group if group is not None else self.ctx.world_group
         if not isinstance(g, Group):
             raise _error("collective-group", f"group {g!r} is not one of ctx.groups or new_group()")
+        table = self.ctx.groups_table
+        if not (g.gid < len(table) and table[g.gid] is g):
+            raise _error("collective-group", f"group {g!r} was made while another program was "
+                         "captured (state kept outside the harness and the modules beside it?): "
+                         "use ctx.groups or new_group() in this program")
         if self.ctx.raw_rank() not in g.current_ranks:
             raise _error("collective-group", f"rank {self.ctx.raw_rank()} calls a collective on "
                          f"group {g.current_ranks}, of which it is not a member")
