@@ -87,6 +87,31 @@ TEST(ReportText, EquivalentIsOneLine) {
             "a.json: EQUIVALENT (1 stage, 1 distinct: 0 trivial, 0 solved, 1 cached; 0.00 s)\n");
 }
 
+// An undecided plan whose claim inference did not run says why (a captured
+// program at production sizes has no claims on its intermediates), in text
+// and JSON and through the daemon's codec; a proven one stays one line.
+TEST(ReportText, AnUndecidedPlanSaysClaimInferenceWasSkipped) {
+  Report r;
+  r.plan_path = "big.json";
+  r.verdict = Verdict::Unknown;
+  r.stats.stages = 1;
+  r.stats.unique_stages = 1;
+  r.stats.untried = 1;
+  r.stats.inference_skipped = "the plan holds 90000000 elements (limit 20000000)";
+  const std::string text = report_to_text(r);
+  EXPECT_NE(text.find("claims on intermediates were not inferred (the plan holds 90000000 "
+                      "elements (limit 20000000)), so a stage spans the whole step"),
+            std::string::npos)
+      << text;
+  const std::optional<Report> back = report_from_json(report_to_json(r));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->stats.inference_skipped, r.stats.inference_skipped);
+  r.verdict = Verdict::Equivalent;
+  EXPECT_EQ(report_to_text(r).find("not inferred"), std::string::npos);
+  r.stats.inference_skipped.clear();
+  EXPECT_FALSE(report_to_json(r)["stats"].contains("inference_skipped"));
+}
+
 // Every category of distinct stage, the rarer ones only when not zero: the
 // line adds up to the distinct count (docs/cli.md, "Text output").
 TEST(ReportText, VerdictLineCountsEachDistinctStageOnce) {

@@ -36,8 +36,11 @@ Report verify_with_inferred_claims(const Plan& plan, const VerifyOptions& option
                                    StageRecord* record) {
   const auto start = Clock::now();
   InferenceResult inferred = infer_claims(plan);
-  return verify_with_proposals(plan, options, std::move(inferred.claims), record,
-                               std::chrono::duration<double>(Clock::now() - start).count());
+  Report report =
+      verify_with_proposals(plan, options, std::move(inferred.claims), record,
+                            std::chrono::duration<double>(Clock::now() - start).count());
+  report.stats.inference_skipped = inferred.skipped;
+  return report;
 }
 
 Report verify_with_proposals(const Plan& plan, const VerifyOptions& options,

@@ -282,6 +282,10 @@ std::string report_to_text(const Report& report) {
     out << "  " << report.error << "\n";
   }
 
+  if (report.verdict == Verdict::Unknown && !report.stats.inference_skipped.empty())
+    out << "  claims on intermediates were not inferred (" << report.stats.inference_skipped
+        << "), so a stage spans the whole step: capture the program at smaller sizes, or "
+           "claim its intermediates in the plan\n";
   for (const Finding& f : report.findings) out << finding_to_text(f);
   return out.str();
 }

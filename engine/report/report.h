@@ -70,6 +70,10 @@ struct Stats {
   // kept in the final cut (the rest were withdrawn).
   int64_t inferred_claims = 0;
   int64_t inferred_kept = 0;
+  // Why claim inference did not run on a plan it was asked for (empty: it
+  // ran): an undecided plan's report says so, since without claims on its
+  // intermediates a stage spans the whole step.
+  std::string inference_skipped;
   double seconds = 0;
   // Where the time went (wall seconds): reading the plan, cutting it into
   // stages, reducing and keying them, deciding them (store or solver).

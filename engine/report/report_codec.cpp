@@ -48,6 +48,7 @@ Stats stats_from_json(const json& j) {
   s.class_anchors = j.value("class_anchors", int64_t{0});
   s.inferred_claims = j.value("inferred_claims", int64_t{0});
   s.inferred_kept = j.value("inferred_kept", int64_t{0});
+  s.inference_skipped = j.value("inference_skipped", std::string());
   s.seconds = j.at("seconds").get<double>();
   if (const auto p = j.find("phases"); p != j.end() && p->is_object()) {
     s.phases.parse = p->value("parse", 0.0);
@@ -115,6 +116,8 @@ nlohmann::json report_to_json(const Report& report) {
                   {"cut", report.stats.phases.cut},
                   {"key", report.stats.phases.key},
                   {"decide", report.stats.phases.decide}}}};
+  if (!report.stats.inference_skipped.empty())
+    j["stats"]["inference_skipped"] = report.stats.inference_skipped;
 
   if (report.verdict == Verdict::Invalid) {
     json error = json::object();
