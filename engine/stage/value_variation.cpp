@@ -202,7 +202,11 @@ Variation::Variation(const Stage& stage, const std::vector<OpAxes>& axes)
     if (st.free) leaves_[t] = {static_cast<int>(t)};
     if (st.free && !st.parallel) {
       flags_[t].assign(st.full_shape.size(), kVarying);
-      bounded_[t] = dclass_of(st.dtype) == DClass::Bool;
+      // Booleans take two values; an integer is bounded too: an index input
+      // is assumed to hold valid positions of the line it indexes, so a sum
+      // of ids over a reduced line never reaches a capacity the full line
+      // does (docs/soundness.md, section 3.2, "Saturation").
+      bounded_[t] = dclass_of(st.dtype) != DClass::Real;
     }
   }
   for (size_t i = 0; i < stage.ops.size(); ++i)
