@@ -212,5 +212,35 @@ TEST(ReductionAttacks, ADifferenceThatCancelsOnSomeElementsKeepsItsLine) {
   expect_twins(partly_cancelled(4), partly_cancelled(2), "partly-cancelled");
 }
 
+// The same partial equality as an indicator: eq(x, concat(x[0:4], z[4:8]))
+// is true on the first piece, times a boolean input, summed and clipped at
+// 5 (2 + 2 reduced elements never reach it). Partial equality must not cost
+// the comparison its boundedness (an indicator is a count's summand): a
+// first version of the element maps treated it as an opaque value and the
+// bug, the clip left out, was proven.
+json partly_equal_count(int cap) {
+  const int64_t n = 8, h = 4;
+  json lt = {{"x", tensor({n})},         {"z", tensor({n})},       {"q", tensor({n}, "bool")},
+             {"a", tensor({h})},         {"b", tensor({n - h})},   {"c", tensor({n})},
+             {"fl", tensor({n}, "bool")}, {"ff", tensor({n})},     {"qf", tensor({n})},
+             {"m", tensor({n})},         {"s", tensor(json::array())},
+             {"cap", tensor(json::array())}, {"y", tensor(json::array())}};
+  json lops = {op("a", "slice", {"x"}, {"a"}, {{"dim", 0}, {"start", 0}, {"end", h}}),
+               op("b", "slice", {"z"}, {"b"}, {{"dim", 0}, {"start", h}, {"end", n}}),
+               op("c", "concat", {"a", "b"}, {"c"}, {{"dim", 0}}),
+               op("fl", "eq", {"x", "c"}, {"fl"}),
+               op("ff", "cast", {"fl"}, {"ff"}, {{"dtype", "f32"}}),
+               op("qf", "cast", {"q"}, {"qf"}, {{"dtype", "f32"}}),
+               op("m", "mul", {"ff", "qf"}, {"m"}),
+               op("s", "sum", {"m"}, {"s"}),
+               constant("cap", 5, json::array()),
+               op("y", "minimum", {"s", "cap"}, {"y"})};
+  return copied(lt, {"x", "z", "q"}, lops, {"y"}, {{"cap", {{"attrs", {{"value", cap}}}}}});
+}
+
+TEST(ReductionAttacks, AnIndicatorOfPartlyEqualValuesIsStillACount) {
+  expect_twins(partly_equal_count(5), partly_equal_count(100), "partly-equal-count");
+}
+
 }  // namespace
 }  // namespace shardproof

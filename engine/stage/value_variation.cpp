@@ -639,7 +639,8 @@ void Variation::run(size_t i) {
   // Operands equal at every element cancel as `sub(x, x)` does; equal at
   // some only, the value may be constant there: never v, never n.
   const int cancel = cancelled(i);
-  const Kind k = cancel == 2 ? Kind::Constant : cancel == 1 ? Kind::Opaque : kind_of(stage_, op);
+  const Kind own = kind_of(stage_, op);
+  const Kind k = cancel == 2 ? Kind::Constant : cancel == 1 ? Kind::Opaque : own;
   const int n_in = static_cast<int>(op.in.size());
   std::vector<bool> in_zero;
   Atoms leaves;
@@ -655,7 +656,7 @@ void Variation::run(size_t i) {
     for (int e = 0; e < rank; ++e)
       out[e] = apply(k, i, inputs_along(i, {n_in + static_cast<int>(o), e}), e, rank);
     flags_[t] = std::move(out);
-    bounded_[t] = bounded_of(k, i);
+    bounded_[t] = bounded_of(cancel == 1 ? own : k, i);  // a comparison stays an indicator
     zero_[t] = makes_zero(op, k, in_zero, cancel == 2);
     leaves_[t] = atom ? Atoms{static_cast<int>(t)} : leaves;
   }
