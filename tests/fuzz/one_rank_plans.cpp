@@ -50,10 +50,18 @@ class OneRankGenerator {
       add_tensor(ef, {R_, C_});
       ops_.push_back(op("cast", {"ids"}, f, {{"dtype", "f32"}}));
       add_tensor(f, {R_, C_});
+      lookup_ = ef;
+      ids_value_ = f;
     }
     const int n = pick(2, 6);
     for (int i = 0; i < n; ++i) step();
     std::string last = pool_.back().name;
+    if (!lookup_.empty()) {  // the lookup in the output's cone: the ids are valid positions
+      const std::string with = fresh();
+      ops_.push_back(op("add", {last, lookup_}, with));
+      add_tensor(with, {R_, C_});
+      last = with;
+    }
     // A final combine along a random dim (or none): where counts show.
     std::string out = last;
     const int how = pick(0, 3);
@@ -152,15 +160,30 @@ class OneRankGenerator {
         ops_.push_back(op(compare[pick(0, 3)], {a, pick(0, 2) ? b : "x"}, f));
         ops_.push_back(op("cast", {f}, ff, {{"dtype", "f32"}}));
         add_tensor(ff, {R_, C_});
+        // or the ids as numbers (bounded by the table they index)
+        const std::string summand = !ids_value_.empty() && pick(0, 2) ? ids_value_ : ff;
         const int dim = pick(0, 2);
         json kept = dim == 0 ? json{1, C_} : json{R_, 1};
         add_tensor(n, kept);
-        ops_.push_back(op(pick(0, 3) ? "sum" : "mean", {ff}, n, {{"dims", {dim}}, {"keepdim", true}}));
+        ops_.push_back(
+            op(pick(0, 3) ? "sum" : "mean", {summand}, n, {{"dims", {dim}}, {"keepdim", true}}));
         add_tensor(c, json::array());
-        ops_.push_back(constant(c, pick(1, 4)));
+        ops_.push_back(constant(c, pick(1, 7)));
         add_tensor(k, kept);
         ops_.push_back(op(binary[pick(4, 6)], {n, c}, k));
         ops_.push_back(op(binary[pick(0, 3)], {b, k}, out));
+        // Broadcast back, the count's line is also a broadcast one and keeps
+        // full size: the clipped count is also a second output, beside the
+        // lookup summed the same way (no broadcast along the summed line).
+        if (side_.empty() && pick(0, 2)) {
+          const std::string l = fresh(), side = fresh();
+          add_tensor(l, kept);
+          ops_.push_back(op("sum", {lookup_.empty() ? "x" : lookup_}, l,
+                            {{"dims", {dim}}, {"keepdim", true}}));
+          add_tensor(side, kept);
+          ops_.push_back(op("add", {k, l}, side));
+          side_ = side;
+        }
         break;
       }
       case 11: {
@@ -204,7 +227,7 @@ class OneRankGenerator {
     for (auto& [n, t] : tensors_.items()) {
       json d = t;
       d["rank"] = 0;
-      if (n == out || std::find(inputs_.begin(), inputs_.end(), n) != inputs_.end())
+      if (n == out || n == side_ || std::find(inputs_.begin(), inputs_.end(), n) != inputs_.end())
         d["of"] = {{"tensor", n}};
       pt[pn(n)] = d;
     }
@@ -216,17 +239,27 @@ class OneRankGenerator {
     }
     faulty_ = pick(0, 2) == 0;
     if (faulty_) inject(pops);
+    json outputs = {out}, poutputs = {pn(out)};
+    if (!side_.empty() && side_ != out) outputs.push_back(side_), poutputs.push_back(pn(side_));
     return {
         {"format", "shardproof-plan/1"},
         {"name", "fuzz"},
         {"logical",
-         {{"tensors", tensors_}, {"inputs", inputs_}, {"ops", ops_}, {"outputs", {out}}}},
+         {{"tensors", tensors_}, {"inputs", inputs_}, {"ops", ops_}, {"outputs", outputs}}},
         {"parallel",
-         {{"world", 1}, {"tensors", pt}, {"inputs", pin}, {"ops", pops}, {"outputs", {pn(out)}}}}};
+         {{"world", 1}, {"tensors", pt}, {"inputs", pin}, {"ops", pops}, {"outputs", poutputs}}}};
   }
 
   void inject(json& pops) {
-    json& o = pops[static_cast<size_t>(pick(0, int(pops.size())))];
+    // Half the time a clip's constant, when there is one (a capacity moved
+    // past what a reduced line can reach: saturation).
+    std::vector<size_t> consts;
+    for (size_t i = 0; i < pops.size(); ++i)
+      if (pops[i]["op"] == "const") consts.push_back(i);
+    const size_t at = !consts.empty() && pick(0, 2)
+                          ? consts[static_cast<size_t>(pick(0, int(consts.size())))]
+                          : static_cast<size_t>(pick(0, int(pops.size())));
+    json& o = pops[at];
     const std::string k = o["op"];
     auto swap = [&](const char* a, const char* b) {
       if (k == a)
@@ -253,6 +286,8 @@ class OneRankGenerator {
   json tensors_, ops_;
   std::vector<Value> pool_;
   std::vector<std::string> inputs_;
+  std::string lookup_, ids_value_;  // the ids' lookup and their value as reals, when drawn
+  std::string side_;                // a clipped count, a second output
   bool faulty_ = false;
 };
 
