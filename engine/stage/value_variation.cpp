@@ -123,12 +123,12 @@ Kind kind_of(const Stage& s, const StageOp& op) {
 
 // Whether the op's output is identically zero: a factor that makes a
 // product constant (exp(x * (y - y)) = 1 at every position).
-bool makes_zero(const StageOp& op, Kind k, const std::vector<bool>& in_zero) {
+bool makes_zero(const StageOp& op, Kind k, const std::vector<bool>& in_zero, bool cancel) {
   bool all = !in_zero.empty(), any = false;
   for (bool z : in_zero) all = all && z, any = any || z;
   switch (k) {
     case Kind::Constant:
-      if (cancels(op)) return op.op == "sub" || op.op == "lt" || op.op == "gt";
+      if (cancel) return op.op == "sub" || op.op == "lt" || op.op == "gt";
       return op.op == "scale" || (op.op == "const" && attr_is_zero(op, "value"));
     case Kind::Mul:
       return any;
@@ -152,6 +152,62 @@ int dim_attr(const StageOp& op, size_t rank) {
 
 bool same(AxisRef a, AxisRef b) {
   return a.slot == b.slot && a.dim == b.dim;
+}
+
+// Element maps (docs/soundness.md, section 3.2, "Equal values by another
+// path"): for a tensor of at most kMaxMapped elements, each element as
+// (root tensor, flat index in it), following the ops that only move
+// values (reshape, transpose, slice, concat, split, expand, send,
+// all_gather, broadcast) and plain claims; any other op's output is its own
+// root. Two elements with equal entries hold equal values, whatever path
+// computed them, so `sub(x, reshape(reshape(x)))` cancels like `sub(x, x)`.
+using ElemMap = std::optional<std::vector<int64_t>>;
+constexpr int64_t kMaxMapped = 1 << 16;
+
+int64_t entry(int64_t root, int64_t index) { return (root << 32) | index; }
+
+std::vector<int64_t> strides_of(const Shape& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int d = int(shape.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * shape[d + 1];
+  return st;
+}
+
+int64_t count_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// For every flat position of `out` (row-major), `index(coords)` gives the
+// flat position in the source map, or -1 when there is none.
+template <class F>
+ElemMap gathered(const Shape& out, const std::vector<int64_t>& src, F index) {
+  const int64_t n = count_of(out);
+  if (n > kMaxMapped) return std::nullopt;
+  std::vector<int64_t> m(static_cast<size_t>(n));
+  std::vector<int64_t> c(out.size(), 0);
+  for (int64_t f = 0; f < n; ++f) {
+    const int64_t at = index(c);
+    if (at < 0 || at >= static_cast<int64_t>(src.size())) return std::nullopt;
+    m[static_cast<size_t>(f)] = src[static_cast<size_t>(at)];
+    for (int d = int(out.size()) - 1; d >= 0; --d) {
+      if (++c[d] < out[d]) break;
+      c[d] = 0;
+    }
+  }
+  return m;
+}
+
+// `src` (of shape `from`) broadcast NumPy-style to `to`.
+ElemMap broadcast_map(const std::vector<int64_t>& src, const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return std::nullopt;
+  const size_t lead = to.size() - from.size();
+  const std::vector<int64_t> st = strides_of(from);
+  return gathered(to, src, [&](const std::vector<int64_t>& c) {
+    int64_t at = 0;
+    for (size_t d = 0; d < from.size(); ++d) at += (from[d] == 1 ? 0 : c[lead + d]) * st[d];
+    return at;
+  });
 }
 
 class Variation {
@@ -180,6 +236,8 @@ class Variation {
   Flags normalised(Kind k, const StageOp& op, const Flags& x, bool along_dim) const;
   bool bounded_of(Kind k, size_t i) const;
   void run(size_t i);
+  void map_output(size_t i);
+  int cancelled(size_t i) const;
   void claims_from_logical();
 
   const Stage& stage_;
@@ -187,6 +245,7 @@ class Variation {
   std::vector<std::vector<Flags>> flags_;
   std::vector<bool> bounded_, zero_;
   std::vector<Atoms> leaves_;
+  std::vector<ElemMap> maps_;
 };
 
 Variation::Variation(const Stage& stage, const std::vector<OpAxes>& axes)
@@ -195,14 +254,24 @@ Variation::Variation(const Stage& stage, const std::vector<OpAxes>& axes)
       flags_(stage.tensors.size()),
       bounded_(stage.tensors.size()),
       zero_(stage.tensors.size()),
-      leaves_(stage.tensors.size()) {
+      leaves_(stage.tensors.size()),
+      maps_(stage.tensors.size()) {
   for (size_t t = 0; t < stage.tensors.size(); ++t) {
     const StageTensor& st = stage.tensors[t];
+    if (st.free && !st.parallel && count_of(st.full_shape) <= kMaxMapped) {
+      std::vector<int64_t> m(static_cast<size_t>(count_of(st.full_shape)));
+      for (size_t f = 0; f < m.size(); ++f) m[f] = entry(int64_t(t), int64_t(f));
+      maps_[t] = std::move(m);
+    }
     flags_[t].assign(st.full_shape.size(), kConstant);
     if (st.free) leaves_[t] = {static_cast<int>(t)};
     if (st.free && !st.parallel) {
       flags_[t].assign(st.full_shape.size(), kVarying);
-      bounded_[t] = dclass_of(st.dtype) == DClass::Bool;
+      // Booleans take two values; an integer is bounded too: an index input
+      // is assumed to hold valid positions of the line it indexes, so a sum
+      // of ids over a reduced line never reaches a capacity the full line
+      // does (docs/soundness.md, section 3.2, "Saturation").
+      bounded_[t] = dclass_of(st.dtype) != DClass::Real;
     }
   }
   for (size_t i = 0; i < stage.ops.size(); ++i)
@@ -223,6 +292,22 @@ void Variation::claims_from_logical() {
       continue;
     }
     flags_[t] = flags_[st.logical_index];
+    const ElemMap& lm = maps_[static_cast<size_t>(st.logical_index)];
+    const Shape& ls = stage_.tensors[static_cast<size_t>(st.logical_index)].full_shape;
+    if (lm && !st.of->has_part && !st.of->scaled() && st.of->over.empty() &&
+        st.of->slice.size() == ls.size()) {
+      const std::vector<int64_t> lst = strides_of(ls);
+      maps_[t] = gathered(st.full_shape, *lm, [&](const std::vector<int64_t>& c) {
+        int64_t at = 0;
+        for (size_t d = 0; d < c.size(); ++d) at += (c[d] + st.of->slice[d].first) * lst[d];
+        return at;
+      });
+    }
+    if (!maps_[t] && count_of(st.full_shape) <= kMaxMapped) {  // a part, a scaled claim: a root
+      std::vector<int64_t> own(static_cast<size_t>(count_of(st.full_shape)));
+      for (size_t f = 0; f < own.size(); ++f) own[f] = entry(int64_t(t), int64_t(f));
+      maps_[t] = std::move(own);
+    }
     bounded_[t] = bounded_[st.logical_index] && !st.of->has_part;
     zero_[t] = zero_[st.logical_index] && !st.of->has_part;
     leaves_[t] = joined(leaves_[t], leaves_[st.logical_index]);
@@ -430,9 +515,132 @@ bool Variation::bounded_of(Kind k, size_t i) const {
   }
 }
 
+// The element maps of op i's outputs (see ElemMap): data movement keeps
+// its operands' entries, every other op's output is a root of its own.
+void Variation::map_output(size_t i) {
+  const StageOp& op = stage_.ops[i];
+  auto in_map = [&](size_t slot) -> const ElemMap& { return maps_[size_t(op.in.at(slot))]; };
+  auto in_shape = [&](size_t slot) -> const Shape& { return in_tensor(stage_, op, slot).full_shape; };
+  auto int_attr = [&](const char* name, int64_t dflt) {
+    auto it = op.attrs.find(name);
+    return it != op.attrs.end() && it->second.is_int() ? it->second.as_int() : dflt;
+  };
+  // Concatenation of operands [from, to) along dim (concat, all_gather).
+  auto concat = [&](size_t from, size_t to, const Shape& out) -> ElemMap {
+    const int rank = int(out.size());
+    int64_t dim = int_attr("dim", 0);
+    if (dim < 0) dim += rank;
+    if (dim < 0 || dim >= rank) return std::nullopt;
+    std::vector<int64_t> all, offsets;
+    std::vector<std::vector<int64_t>> st;
+    std::vector<int64_t> lo;
+    int64_t at = 0;
+    for (size_t s = from; s < to; ++s) {
+      if (!in_map(s) || in_shape(s).size() != out.size()) return std::nullopt;
+      offsets.push_back(int64_t(all.size()));
+      all.insert(all.end(), in_map(s)->begin(), in_map(s)->end());
+      st.push_back(strides_of(in_shape(s)));
+      lo.push_back(at);
+      at += in_shape(s)[size_t(dim)];
+    }
+    return gathered(out, all, [&](const std::vector<int64_t>& c) -> int64_t {
+      size_t k = lo.size() - 1;
+      while (k > 0 && c[size_t(dim)] < lo[k]) --k;
+      int64_t f = offsets[k];
+      for (size_t d = 0; d < c.size(); ++d)
+        f += (d == size_t(dim) ? c[d] - lo[k] : c[d]) * st[k][d];
+      return f;
+    });
+  };
+  for (size_t o = 0; o < op.out.size(); ++o) {
+    const size_t t = size_t(op.out[o]);
+    const Shape& out = stage_.tensors[t].full_shape;
+    ElemMap m;
+    const std::string& n = op.op;
+    if (op.in.empty() || count_of(out) > kMaxMapped) {
+      m = std::nullopt;
+    } else if ((n == "reshape" || n == "send") && in_map(0)) {
+      if (count_of(out) == int64_t(in_map(0)->size())) m = in_map(0);
+    } else if (n == "transpose" && in_map(0)) {
+      auto it = op.attrs.find("perm");
+      if (it != op.attrs.end() && it->second.is_int_list()) {
+        const std::vector<int64_t> perm = it->second.as_int_list();
+        const std::vector<int64_t> st = strides_of(in_shape(0));
+        if (perm.size() == out.size())
+          m = gathered(out, *in_map(0), [&](const std::vector<int64_t>& c) {
+            int64_t f = 0;
+            for (size_t d = 0; d < c.size(); ++d) f += c[d] * st[size_t(perm[d])];
+            return f;
+          });
+      }
+    } else if ((n == "slice" || n == "split") && in_map(0)) {
+      const int rank = int(out.size());
+      int64_t dim = int_attr("dim", 0);
+      if (dim < 0) dim += rank;
+      int64_t start = 0;
+      if (n == "slice") {
+        start = int_attr("start", 0);
+        if (start < 0) start += in_shape(0)[size_t(dim)];
+      } else {
+        auto it = op.attrs.find("sizes");
+        if (it != op.attrs.end() && it->second.is_int_list()) {
+          const std::vector<int64_t> sizes = it->second.as_int_list();
+          for (size_t k = 0; k < o && k < sizes.size(); ++k) start += sizes[k];
+        }
+      }
+      const std::vector<int64_t> st = strides_of(in_shape(0));
+      if (dim >= 0 && dim < rank && in_shape(0).size() == out.size())
+        m = gathered(out, *in_map(0), [&](const std::vector<int64_t>& c) {
+          int64_t f = 0;
+          for (size_t d = 0; d < c.size(); ++d) f += (c[d] + (int64_t(d) == dim ? start : 0)) * st[d];
+          return f;
+        });
+    } else if (n == "expand" && in_map(0)) {
+      m = broadcast_map(*in_map(0), in_shape(0), out);
+    } else if (n == "concat") {
+      m = concat(0, op.in.size(), out);
+    } else if (n == "all_gather") {
+      m = concat(0, op.in.size(), out);
+    } else if (n == "broadcast") {
+      const int64_t root = int_attr("root", 0);
+      if (root >= 0 && root < int64_t(op.in.size()) && maps_[size_t(op.in[size_t(root)])])
+        m = maps_[size_t(op.in[size_t(root)])];
+    }
+    if (!m && count_of(out) <= kMaxMapped) {  // a root of its own
+      std::vector<int64_t> own(size_t(count_of(out)));
+      for (size_t f = 0; f < own.size(); ++f) own[f] = entry(int64_t(t), int64_t(f));
+      m = std::move(own);
+    }
+    if (m && int64_t(m->size()) != count_of(out)) m = std::nullopt;
+    maps_[t] = std::move(m);
+  }
+}
+
+// Whether the operands of op i (a difference, quotient or comparison)
+// hold equal values: 0 nowhere known, 1 at some elements, 2 at all.
+int Variation::cancelled(size_t i) const {
+  const StageOp& op = stage_.ops[i];
+  static const std::set<std::string> ops = {"sub", "div", "eq", "lt", "le", "gt", "ge"};
+  if (op.in.size() != 2 || op.out.size() != 1 || ops.count(op.op) == 0) return 0;
+  if (op.in[0] == op.in[1]) return 2;
+  const ElemMap &a = maps_[size_t(op.in[0])], &b = maps_[size_t(op.in[1])];
+  if (!a || !b) return 0;
+  const Shape& out = stage_.tensors[size_t(op.out[0])].full_shape;
+  ElemMap x = broadcast_map(*a, in_tensor(stage_, op, 0).full_shape, out);
+  ElemMap y = broadcast_map(*b, in_tensor(stage_, op, 1).full_shape, out);
+  if (!x || !y || x->size() != y->size()) return 0;
+  size_t equal = 0;
+  for (size_t f = 0; f < x->size(); ++f) equal += (*x)[f] == (*y)[f];
+  return equal == 0 ? 0 : equal == x->size() ? 2 : 1;
+}
+
 void Variation::run(size_t i) {
   const StageOp& op = stage_.ops[i];
-  const Kind k = kind_of(stage_, op);
+  // Operands equal at every element cancel as `sub(x, x)` does; equal at
+  // some only, the value may be constant there: never v, never n.
+  const int cancel = cancelled(i);
+  const Kind own = kind_of(stage_, op);
+  const Kind k = cancel == 2 ? Kind::Constant : cancel == 1 ? Kind::Opaque : own;
   const int n_in = static_cast<int>(op.in.size());
   std::vector<bool> in_zero;
   Atoms leaves;
@@ -448,10 +656,11 @@ void Variation::run(size_t i) {
     for (int e = 0; e < rank; ++e)
       out[e] = apply(k, i, inputs_along(i, {n_in + static_cast<int>(o), e}), e, rank);
     flags_[t] = std::move(out);
-    bounded_[t] = bounded_of(k, i);
-    zero_[t] = makes_zero(op, k, in_zero);
+    bounded_[t] = bounded_of(cancel == 1 ? own : k, i);  // a comparison stays an indicator
+    zero_[t] = makes_zero(op, k, in_zero, cancel == 2);
     leaves_[t] = atom ? Atoms{static_cast<int>(t)} : leaves;
   }
+  map_output(i);
 }
 
 }  // namespace

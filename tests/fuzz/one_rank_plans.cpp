@@ -34,9 +34,34 @@ class OneRankGenerator {
     add_tensor("w", {C_});
     add_tensor("p", {R_, C_}, "bool");
     inputs_ = {"x", "y", "w", "p"};
+    // Integer ids, valid positions of a small table (their lookup in the
+    // pool makes the stage assume it), used as numbers too: a sum of ids
+    // is bounded by the table and may saturate a clip.
+    if (pick(0, 3) == 0) {
+      V_ = pick(2, 5);
+      add_tensor("ids", {R_, C_}, "i64");
+      add_tensor("tab", {V_, 1});
+      inputs_.push_back("ids");
+      inputs_.push_back("tab");
+      const std::string e = fresh(), ef = fresh(), f = fresh();
+      add_tensor(e, {R_, C_, 1}, "f32");
+      ops_.push_back(op("embedding", {"ids", "tab"}, e));
+      ops_.push_back(op("reshape", {e}, ef, {{"shape", {R_, C_}}}));
+      add_tensor(ef, {R_, C_});
+      ops_.push_back(op("cast", {"ids"}, f, {{"dtype", "f32"}}));
+      add_tensor(f, {R_, C_});
+      lookup_ = ef;
+      ids_value_ = f;
+    }
     const int n = pick(2, 6);
     for (int i = 0; i < n; ++i) step();
     std::string last = pool_.back().name;
+    if (!lookup_.empty()) {  // the lookup in the output's cone: the ids are valid positions
+      const std::string with = fresh();
+      ops_.push_back(op("add", {last, lookup_}, with));
+      add_tensor(with, {R_, C_});
+      last = with;
+    }
     // A final combine along a random dim (or none): where counts show.
     std::string out = last;
     const int how = pick(0, 3);
@@ -69,6 +94,9 @@ class OneRankGenerator {
             {"out", {out}},
             {"attrs", attrs}};
   }
+  json constant(const std::string& out, int value) {
+    return op("const", json::array(), out, {{"value", value}, {"shape", json::array()}});
+  }
   const Value& any() { return pool_[static_cast<size_t>(pick(0, int(pool_.size())))]; }
 
   // One random op over the pool, its result a full [R, C] real tensor.
@@ -78,7 +106,7 @@ class OneRankGenerator {
     static const char* binary[] = {"add", "sub", "mul", "div", "maximum", "minimum"};
     static const char* unary[] = {"exp", "neg", "relu", "square", "tanh"};
     static const char* compare[] = {"eq", "lt", "ge"};
-    switch (pick(0, 9)) {
+    switch (pick(0, 13)) {
       case 0:
       case 1:
         ops_.push_back(op(binary[pick(0, 6)], {a, b}, out));
@@ -117,6 +145,72 @@ class OneRankGenerator {
         ops_.push_back(op(binary[pick(0, 3)], {b, r}, out));
         break;
       }
+      case 9: {
+        // A clip at a small constant (a capacity): saturation.
+        const std::string c = fresh();
+        add_tensor(c, json::array());
+        ops_.push_back(constant(c, pick(0, 6)));
+        ops_.push_back(op(binary[pick(4, 6)], {a, c}, out));
+        break;
+      }
+      case 10: {
+        // A count: flags summed along a dim, clipped, broadcast back.
+        const std::string f = fresh(), ff = fresh(), n = fresh(), c = fresh(), k = fresh();
+        add_tensor(f, {R_, C_}, "bool");
+        ops_.push_back(op(compare[pick(0, 3)], {a, pick(0, 2) ? b : "x"}, f));
+        ops_.push_back(op("cast", {f}, ff, {{"dtype", "f32"}}));
+        add_tensor(ff, {R_, C_});
+        // or the ids as numbers (bounded by the table they index)
+        const std::string summand = !ids_value_.empty() && pick(0, 2) ? ids_value_ : ff;
+        const int dim = pick(0, 2);
+        json kept = dim == 0 ? json{1, C_} : json{R_, 1};
+        add_tensor(n, kept);
+        ops_.push_back(
+            op(pick(0, 3) ? "sum" : "mean", {summand}, n, {{"dims", {dim}}, {"keepdim", true}}));
+        add_tensor(c, json::array());
+        ops_.push_back(constant(c, pick(1, 7)));
+        add_tensor(k, kept);
+        ops_.push_back(op(binary[pick(4, 6)], {n, c}, k));
+        ops_.push_back(op(binary[pick(0, 3)], {b, k}, out));
+        // Broadcast back, the count's line is also a broadcast one and keeps
+        // full size: the clipped count is also a second output, beside the
+        // lookup summed the same way (no broadcast along the summed line).
+        if (side_.empty() && pick(0, 2)) {
+          const std::string l = fresh(), side = fresh();
+          add_tensor(l, kept);
+          ops_.push_back(op("sum", {lookup_.empty() ? "x" : lookup_}, l,
+                            {{"dims", {dim}}, {"keepdim", true}}));
+          add_tensor(side, kept);
+          ops_.push_back(op("add", {k, l}, side));
+          side_ = side;
+        }
+        break;
+      }
+      case 11: {
+        // A floor: the integer cast of a value (of a mean: a count / n).
+        const std::string i = fresh();
+        add_tensor(i, {R_, C_}, "i64");
+        ops_.push_back(op("cast", {a}, i, {{"dtype", "i64"}}));
+        ops_.push_back(op("cast", {i}, out, {{"dtype", "f32"}}));
+        break;
+      }
+      case 12: {
+        // A value recomputed through data movement (reshape there and
+        // back, transpose twice), combined with the original.
+        const std::string m = fresh(), r = fresh();
+        if (pick(0, 2)) {
+          add_tensor(m, {R_ * C_});
+          ops_.push_back(op("reshape", {a}, m, {{"shape", {R_ * C_}}}));
+          ops_.push_back(op("reshape", {m}, r, {{"shape", {R_, C_}}}));
+        } else {
+          add_tensor(m, {C_, R_});
+          ops_.push_back(op("transpose", {a}, m, {{"perm", {1, 0}}}));
+          ops_.push_back(op("transpose", {m}, r, {{"perm", {1, 0}}}));
+        }
+        add_tensor(r, {R_, C_});
+        ops_.push_back(op(binary[pick(0, 6)], {a, r}, out));
+        break;
+      }
       default: {
         static const char* composite[] = {"softmax", "log_softmax"};
         ops_.push_back(op(composite[pick(0, 2)], {a}, out, {{"dim", pick(0, 2)}}));
@@ -133,7 +227,7 @@ class OneRankGenerator {
     for (auto& [n, t] : tensors_.items()) {
       json d = t;
       d["rank"] = 0;
-      if (n == out || std::find(inputs_.begin(), inputs_.end(), n) != inputs_.end())
+      if (n == out || n == side_ || std::find(inputs_.begin(), inputs_.end(), n) != inputs_.end())
         d["of"] = {{"tensor", n}};
       pt[pn(n)] = d;
     }
@@ -145,17 +239,27 @@ class OneRankGenerator {
     }
     faulty_ = pick(0, 2) == 0;
     if (faulty_) inject(pops);
+    json outputs = {out}, poutputs = {pn(out)};
+    if (!side_.empty() && side_ != out) outputs.push_back(side_), poutputs.push_back(pn(side_));
     return {
         {"format", "shardproof-plan/1"},
         {"name", "fuzz"},
         {"logical",
-         {{"tensors", tensors_}, {"inputs", inputs_}, {"ops", ops_}, {"outputs", {out}}}},
+         {{"tensors", tensors_}, {"inputs", inputs_}, {"ops", ops_}, {"outputs", outputs}}},
         {"parallel",
-         {{"world", 1}, {"tensors", pt}, {"inputs", pin}, {"ops", pops}, {"outputs", {pn(out)}}}}};
+         {{"world", 1}, {"tensors", pt}, {"inputs", pin}, {"ops", pops}, {"outputs", poutputs}}}};
   }
 
   void inject(json& pops) {
-    json& o = pops[static_cast<size_t>(pick(0, int(pops.size())))];
+    // Half the time a clip's constant, when there is one (a capacity moved
+    // past what a reduced line can reach: saturation).
+    std::vector<size_t> consts;
+    for (size_t i = 0; i < pops.size(); ++i)
+      if (pops[i]["op"] == "const") consts.push_back(i);
+    const size_t at = !consts.empty() && pick(0, 2)
+                          ? consts[static_cast<size_t>(pick(0, int(consts.size())))]
+                          : static_cast<size_t>(pick(0, int(pops.size())));
+    json& o = pops[at];
     const std::string k = o["op"];
     auto swap = [&](const char* a, const char* b) {
       if (k == a)
@@ -173,14 +277,17 @@ class OneRankGenerator {
     if (k == "pow") o["attrs"]["exponent"] = (o["attrs"]["exponent"].get<int>() + 1) % 3;
     if (k == "where") std::swap(o["in"][1], o["in"][2]);
     if (k == "lt") o["op"] = "ge";
+    if (k == "const") o["attrs"]["value"] = pick(0, 2) ? 100 : o["attrs"]["value"].get<int>() + 1;
   }
 
   Random& random_;
-  int64_t R_ = 2, C_ = 2;
+  int64_t R_ = 2, C_ = 2, V_ = 2;
   int counter_ = 0;
   json tensors_, ops_;
   std::vector<Value> pool_;
   std::vector<std::string> inputs_;
+  std::string lookup_, ids_value_;  // the ids' lookup and their value as reals, when drawn
+  std::string side_;                // a clipped count, a second output
   bool faulty_ = false;
 };
 
