@@ -147,6 +147,28 @@ TEST(AlgebraZ3, NestedExtremaAreOneCanonicalTerm) {
   EXPECT_FALSE(z3::eq(clamp, alg.maximum_of({x[0], x[1], x[2]})));
 }
 
+// A shared context (one per solver thread) holds terms from earlier stages,
+// so sorting leaves by id follows creation order across stages: leaves that
+// are one term once simplified (a masked score, built from the logical
+// graph's iota and from a rank's offset iota) must make one maximum,
+// whatever order they were built in (a causal-attention row was UNKNOWN on
+// one solver thread and trivial on two).
+TEST(AlgebraZ3, ExtremaOfLeavesEqualOnceSimplifiedDoNotDependOnCreationOrder) {
+  z3::context ctx;
+  Z3Algebra alg(ctx);
+  const z3::expr score = alg.variable("s", DClass::Real);
+  const z3::expr other = alg.variable("t", DClass::Real);
+  const z3::expr neg = ctx.real_val(-10000);
+  auto masked = [&](const z3::expr& keep) { return z3::ite(keep, score, neg); };
+  const z3::expr logical = masked(ctx.int_val(3) >= ctx.int_val(1));
+  const z3::expr y = alg.variable("y", DClass::Real);  // made between the two
+  const z3::expr parallel = masked(ctx.int_val(1) <= ctx.int_val(1) + ctx.int_val(2));
+  EXPECT_TRUE(z3::eq(alg.maximum(logical, y), alg.maximum(y, parallel)));
+  EXPECT_TRUE(z3::eq(alg.minimum_of({y, logical, other}), alg.minimum_of({other, parallel, y})));
+  const z3::expr masked_out = masked(ctx.int_val(1) >= ctx.int_val(3));
+  EXPECT_FALSE(z3::eq(alg.maximum(logical, y), alg.maximum(masked_out, y)));
+}
+
 TEST(AlgebraZ3, UninterpretedFunctionsAreDeclaredOncePerName) {
   z3::context ctx;
   Z3Algebra alg(ctx);

@@ -105,11 +105,17 @@ V Z3Algebra::minimum_of(const std::vector<V>& terms) {
 
 V Z3Algebra::extreme_of(bool is_max, const std::vector<V>& terms) {
   std::unordered_map<unsigned, std::vector<V>>& known = extreme_leaves_[is_max ? 0 : 1];
+  // Leaves in sum-of-monomials form, so equal leaves are one term and sort
+  // the same on both sides of a claim: sorting raw terms by id followed
+  // creation order, and a shared context made that differ between the
+  // logical and the parallel maximum.
+  z3::params som(ctx_);
+  som.set("som", true);
   std::vector<V> leaves;
   for (const V& t : terms) {
     auto it = known.find(t.id());
     if (it == known.end()) {
-      leaves.push_back(t);
+      leaves.push_back(t.simplify(som));
     } else {
       leaves.insert(leaves.end(), it->second.begin(), it->second.end());
     }

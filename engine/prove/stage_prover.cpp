@@ -1,5 +1,6 @@
 #include "engine/prove/stage_prover.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -321,9 +322,14 @@ class Prover {
   Substitution& swept(IndependentParts& parts, StageOutcome& out,
                       std::chrono::steady_clock::time_point deadline) {
     if (sweep_) return *sweep_;
+    // A pair is a shortcut, never needed: one the solver finds hard gets a
+    // slice of the budget, not all of it (or one pair takes the stage).
     auto proves_zero = [&](const z3::expr& difference) {
       const std::optional<unsigned> left = time_left(deadline);
-      return left && small_query(parts, difference != 0, out, *left) == z3::unsat;
+      if (!left) return false;
+      const unsigned slice = options_.timeout_ms / kFirstTryTimeoutShare;
+      const unsigned budget = *left == 0 ? slice : std::min(*left, slice);
+      return small_query(parts, difference != 0, out, budget) == z3::unsat;
     };
     sweep_.emplace(sweep_stage(stage_, *values_, ctx_, proves_zero, deadline));
     return *sweep_;
