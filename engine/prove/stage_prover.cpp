@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "engine/ops/algebra.h"
 #include "engine/prove/bounded_check.h"
@@ -207,7 +208,7 @@ class Prover {
       if (!check.parallel.is_bool()) difference = (check.parallel - check.logical).simplify(som_);
       z3::expr neq =
           difference ? (*difference != 0).simplify() : (check.parallel != check.logical).simplify();
-      if (neq.is_false()) continue;
+      if (neq.is_false() || proven_.count(neq.id())) continue;
       differs.push_back(neq);
       differences.push_back(difference);
       pending.push_back(&check);
@@ -231,7 +232,10 @@ class Prover {
       result = check(solver, Budget{}, &whole_why);
       if (result == z3::unknown) why = whole_why + "; " + why;
     }
-    if (result == z3::unsat) return ClaimResult::Proven;
+    if (result == z3::unsat) {
+      for (const z3::expr& neq : differs) remember_proven(neq);
+      return ClaimResult::Proven;
+    }
     if (result == z3::unknown) {
       unknown(out, "the solver gave up on " + claim.label + " (" + why +
                        "); raise --rlimit or --timeout-ms to try harder");
@@ -415,6 +419,14 @@ class Prover {
     return solver;
   }
 
+  // Element differences proven zero under this stage's assumptions, by
+  // term id; the terms are kept alive so an id is never reused. Ranks that
+  // hold one all-reduced tensor claim the same slice with the same terms
+  // (a data-parallel gradient on every dp rank): proven once, not dp times.
+  void remember_proven(const z3::expr& neq) {
+    if (proven_.insert(neq.id()).second) proven_terms_.push_back(neq);
+  }
+
   Finding base_finding() const { return shardproof::base_finding(stage_); }
   StageOutcome& unknown(StageOutcome& out, const std::string& why) {
     return unknown_outcome(stage_, out, why);
@@ -536,6 +548,8 @@ class Prover {
   const StageValues<Z3Algebra>* values_ = nullptr;  // the stage's terms, once evaluated
   std::optional<Substitution> sweep_;
   std::optional<z3::solver> scratch_;  // small_query's incremental solver
+  std::unordered_set<unsigned> proven_;     // remember_proven
+  std::vector<z3::expr> proven_terms_;
 };
 
 }  // namespace
