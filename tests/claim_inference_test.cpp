@@ -77,16 +77,17 @@ json tensor(const json& shape, int rank = -1, json of = nullptr) {
 }
 
 // One SGD step of y = tanh(x @ w) under an MSE loss on one device and over
-// dp ranks (rank r holds rows 4r..4r+3), where the parallel graph claims
+// dp ranks (rank r holds rows 4r..4r+3; `rows`, `in` and `out` give other
+// sizes: rows a rank, x's columns, w's columns), where the parallel graph claims
 // only its inputs and its updated weights: every stage between is the whole
 // step, unless claims are inferred. `averaged` false: the DDP average is
 // missing (a bug).
-json ddp_plan(int dp, bool averaged = true) {
-  const int rows = 4 * dp;
-  json lt = {{"x", tensor({rows, 4})},  {"w", tensor({4, 3})},    {"t", tensor({rows, 3})},
-             {"z", tensor({rows, 3})},  {"h", tensor({rows, 3})}, {"d", tensor({rows, 3})},
-             {"dh", tensor({rows, 3})}, {"g", tensor({rows, 3})}, {"dz", tensor({rows, 3})},
-             {"dw", tensor({4, 3})},    {"w_new", tensor({4, 3})}};
+json ddp_plan(int dp, bool averaged = true, int local = 4, int in = 4, int out = 3) {
+  const int rows = local * dp;
+  json lt = {{"x", tensor({rows, in})},    {"w", tensor({in, out})},    {"t", tensor({rows, out})},
+             {"z", tensor({rows, out})},   {"h", tensor({rows, out})},  {"d", tensor({rows, out})},
+             {"dh", tensor({rows, out})},  {"g", tensor({rows, out})},  {"dz", tensor({rows, out})},
+             {"dw", tensor({in, out})},    {"w_new", tensor({in, out})}};
   auto step = [](const std::string& p, const std::string& mse) {
     return json::array(
         {{{"op", "matmul"}, {"in", {p + "x", p + "w"}}, {"out", {p + "z"}}},
@@ -100,7 +101,7 @@ json ddp_plan(int dp, bool averaged = true) {
           {"out", {p + "dw"}},
           {"attrs", {{"transpose_a", true}}}}});
   };
-  json lops = step("", "2/" + std::to_string(rows * 3));
+  json lops = step("", "2/" + std::to_string(rows * out));
   lops.push_back(
       {{"op", "sgd"}, {"in", {"w", "dw"}}, {"out", {"w_new"}}, {"attrs", {{"lr", "1/10"}}}});
   json logical = {
@@ -111,16 +112,16 @@ json ddp_plan(int dp, bool averaged = true) {
        group = json::array();
   for (int r = 0; r < dp; ++r) {
     const std::string p = "r" + std::to_string(r) + ".";
-    const int lo = 4 * r, hi = lo + 4;
-    tensors[p + "x"] = tensor({4, 4}, r, {{"tensor", "x"}, {"slice", {{lo, hi}, {0, 4}}}});
-    tensors[p + "t"] = tensor({4, 3}, r, {{"tensor", "t"}, {"slice", {{lo, hi}, {0, 3}}}});
-    tensors[p + "w"] = tensor({4, 3}, r, {{"tensor", "w"}});
-    for (const char* in : {"x", "t", "w"}) inputs.push_back(p + in);
-    for (const char* t : {"z", "h", "d", "dh", "g", "dz"}) tensors[p + t] = tensor({4, 3}, r);
-    for (const char* t : {"dw", "dw_sum", "dw_avg"}) tensors[p + t] = tensor({4, 3}, r);
-    tensors[p + "w_new"] = tensor({4, 3}, r, {{"tensor", "w_new"}});
+    const int lo = local * r, hi = lo + local;
+    tensors[p + "x"] = tensor({local, in}, r, {{"tensor", "x"}, {"slice", {{lo, hi}, {0, in}}}});
+    tensors[p + "t"] = tensor({local, out}, r, {{"tensor", "t"}, {"slice", {{lo, hi}, {0, out}}}});
+    tensors[p + "w"] = tensor({in, out}, r, {{"tensor", "w"}});
+    for (const char* name : {"x", "t", "w"}) inputs.push_back(p + name);
+    for (const char* t : {"z", "h", "d", "dh", "g", "dz"}) tensors[p + t] = tensor({local, out}, r);
+    for (const char* t : {"dw", "dw_sum", "dw_avg"}) tensors[p + t] = tensor({in, out}, r);
+    tensors[p + "w_new"] = tensor({in, out}, r, {{"tensor", "w_new"}});
     outputs.push_back(p + "w_new");
-    for (json op : step(p, "2/12")) ops.push_back(op);
+    for (json op : step(p, "2/" + std::to_string(local * out))) ops.push_back(op);
     reduce_in.push_back(p + "dw");
     reduce_out.push_back(p + "dw_sum");
     group.push_back(r);
@@ -269,6 +270,36 @@ TEST(ClaimInference, AMissingAverageIsFoundAtTheUpdateWithInference) {
   // The proposals on the average (2 x dw, not dw) were never made, so the
   // finding is the plan's own claim.
   EXPECT_EQ(r.findings.at(0).tensor, "w_new") << testing::explain(r);
+}
+
+// The same step at sizes too large to evaluate whole (8192 x 1024 rows of
+// activations, 6.8e7 elements): each stage of the plan as written is
+// evaluated at reduced size instead, and what it proposes is the same claim
+// at full size. The step is proven through them, and the bug still found.
+TEST(ClaimInference, AStepTooLargeToEvaluateWholeIsProvedThroughReducedStages) {
+  const Plan large = parse(ddp_plan(2, true, 4096, 1024, 1024), "infer-ddp-large");
+  const infer::InferenceResult reduced = infer::infer_claims(large);
+  EXPECT_EQ(reduced.skipped, "");
+  // What ProposesSlicesAndDataParallelScales finds on the small plan.
+  std::map<std::string, std::string> want;
+  for (int r = 0; r < 2; ++r) {
+    const std::string p = "r" + std::to_string(r) + ".";
+    const std::string rows =
+        "[" + std::to_string(4096 * r) + ":" + std::to_string(4096 * r + 4096) + ", 0:1024]";
+    for (const char* t : {"z", "h", "d", "g"}) want[p + t] = t + rows;
+    for (const char* t : {"dh", "dz"}) want[p + t] = std::string("2 x ") + t + rows;
+    want[p + "dw_sum"] = "2 x dw[0:1024, 0:1024]";
+    want[p + "dw_avg"] = "dw[0:1024, 0:1024]";
+  }
+  EXPECT_EQ(described(large, reduced.claims), want);
+
+  const Report ok = verify_plan(large, with_inference(ClaimInference::On));
+  EXPECT_EQ(ok.verdict, Verdict::Equivalent) << testing::explain(ok);
+  EXPECT_EQ(ok.stats.inferred_kept, ok.stats.inferred_claims);
+  const Report bug = verify_plan(parse(ddp_plan(2, false, 4096, 1024, 1024), "infer-ddp-large-bug"),
+                                 with_inference(ClaimInference::On));
+  ASSERT_EQ(bug.verdict, Verdict::NotEquivalent) << testing::explain(bug);
+  EXPECT_EQ(bug.findings.at(0).tensor, "w_new") << testing::explain(bug);
 }
 
 // A proposal that is false (r0.d claims h's rows) is withdrawn with its

@@ -30,11 +30,6 @@ std::vector<int64_t> values_near_constants(const Stage& stage) {
 }
 
 // The stage tensor of leaf "L<t>_<i>" or "P<t>_<i>", -1 when none.
-int leaf_owner(const std::string& name) {
-  if (name.size() < 2 || (name[0] != 'L' && name[0] != 'P')) return -1;
-  return std::stoi(name.substr(1, name.find('_') - 1));
-}
-
 // Where each integer leaf "L<t>_<i>" / "P<t>_<i>" stands among all the
 // stage's integer leaves (free integer tensors, elements in order).
 class IntLeaves {

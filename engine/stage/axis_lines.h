@@ -195,8 +195,10 @@ class AxisLines {
   // lines whose positions integer values refer to; `more_broadcasts` are
   // further broadcast axes. A product line passes its marks on to its
   // factors.
+  // Without `sound`, only the lines no reduction can map (reshapes,
+  // conflicts, broken products): shape_reduction.h, for proposals.
   std::set<int> frozen_roots(const std::set<int>& position_roots,
-                             const std::set<int>& more_broadcasts) const {
+                             const std::set<int>& more_broadcasts, bool sound = true) const {
     std::set<int> frozen, broadcast, combined;
     for (int a : frozen_axes_) frozen.insert(find(a).first);
     for (int c : conflicted_) frozen.insert(find(c).first);
@@ -215,8 +217,9 @@ class AxisLines {
         }
       }
     }
-    for (int b : broadcast)
-      if (combined.count(b)) frozen.insert(b);
+    if (sound)
+      for (int b : broadcast)
+        if (combined.count(b)) frozen.insert(b);
     return frozen;
   }
 

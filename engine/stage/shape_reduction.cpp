@@ -38,8 +38,8 @@ enum Failure : int { kOk = -1, kLineage = -2, kUnmappable = -3, kConstant = -4 }
 
 // Relates every axis and integer value of the stage: operators, lineage,
 // and what earlier attempts froze.
-void relate_stage(const Stage& stage, const Restrictions& restrictions, AxisLines& lines,
-                  PositionFacts& facts) {
+void relate_stage(const Stage& stage, const Restrictions& restrictions, bool sound,
+                  AxisLines& lines, PositionFacts& facts) {
   const OpRegistry& registry = OpRegistry::instance();
   std::vector<OpAxes> axes(stage.ops.size());
   for (size_t i = 0; i < stage.ops.size(); ++i) {
@@ -50,7 +50,8 @@ void relate_stage(const Stage& stage, const Restrictions& restrictions, AxisLine
     rel.finish(stage);
   }
   // Sums whose terms may repeat along the summed line, or saturate, keep it whole.
-  for (auto [t, d] : count_exposing_axes(stage, axes)) lines.freeze(lines.axis(t, d));
+  if (sound)
+    for (auto [t, d] : count_exposing_axes(stage, axes)) lines.freeze(lines.axis(t, d));
   for (size_t t = 0; t < stage.tensors.size(); ++t) {
     const StageTensor& st = stage.tensors[t];
     int ti = static_cast<int>(t);
@@ -75,12 +76,13 @@ void relate_stage(const Stage& stage, const Restrictions& restrictions, AxisLine
 // Decides every line's layout: which lines keep full size, and the piece
 // cap of each position line (computed from the other lines' reduced sizes;
 // sources with axes on position lines count at full size there).
-void layout(const AxisLines& lines, const PositionLines& positions, int64_t piece, LineMaps& maps) {
+void layout(const AxisLines& lines, const PositionLines& positions, int64_t piece, bool sound,
+            LineMaps& maps) {
   // Freezing a position line can turn shift broadcasts into ordinary ones,
   // which can freeze more lines: iterate (monotone, so it ends).
   std::set<int> frozen, shift_axes;
   for (;;) {
-    frozen = lines.frozen_roots(positions.roots(), shift_axes);
+    frozen = lines.frozen_roots(positions.roots(), shift_axes, sound);
     std::set<int> more = positions.freezes(frozen);
     frozen.insert(more.begin(), more.end());
     std::set<int> now = lines.shift_broadcast_axes(positions.roots(), frozen);
@@ -91,7 +93,7 @@ void layout(const AxisLines& lines, const PositionLines& positions, int64_t piec
   sizing.insert(positions.roots().begin(), positions.roots().end());
   maps.build(sizing, {}, piece);
   std::map<int, int64_t> caps = positions.caps(frozen, maps);
-  for (auto& [root, cap] : caps) cap += piece - 2;  // K + piece
+  for (auto& [root, cap] : caps) cap = sound ? cap + piece - 2 : piece;  // K + piece
   maps.build(frozen, caps, piece);
 }
 
@@ -99,12 +101,12 @@ void layout(const AxisLines& lines, const PositionLines& positions, int64_t piec
 // index of an op whose reduced shapes do not check; for kConstant,
 // `opaque` lists the tensors whose value lines must keep full size; for
 // kLineage, `claim` is the parallel tensor whose claim no longer fits.
-int attempt(const Stage& original, const Restrictions& restrictions, int64_t piece, Stage& result,
-            std::vector<int>& opaque, int& claim) {
+int attempt(const Stage& original, const Restrictions& restrictions, int64_t piece, bool sound,
+            Stage& result, std::vector<int>& opaque, int& claim) {
   const OpRegistry& registry = OpRegistry::instance();
   AxisLines lines(original);
   PositionFacts facts = position_facts(original);
-  relate_stage(original, restrictions, lines, facts);
+  relate_stage(original, restrictions, sound, lines, facts);
   lines.resolve_products();
   std::optional<LineMaps> laid_out;
   for (;;) {
@@ -114,7 +116,7 @@ int attempt(const Stage& original, const Restrictions& restrictions, int64_t pie
   }
   LineMaps& maps = *laid_out;
   PositionLines positions(original, lines, maps, facts);
-  layout(lines, positions, piece, maps);
+  layout(lines, positions, piece, sound, maps);
   std::map<int, int64_t> constants = positions.constants(maps, opaque);
   if (!opaque.empty()) return kConstant;
   auto map_axis = [&](int a, int64_t p) { return maps.map_axis(a, p); };
@@ -175,9 +177,7 @@ int attempt(const Stage& original, const Restrictions& restrictions, int64_t pie
   return kOk;
 }
 
-}  // namespace
-
-void reduce_stage(Stage& stage, int64_t piece) {
+void reduce(Stage& stage, int64_t piece, bool sound) {
   Restrictions restrictions;
   for (int round = 0; round < 16; ++round) {
     Stage result;
@@ -185,7 +185,7 @@ void reduce_stage(Stage& stage, int64_t piece) {
     int claim = -1;
     std::vector<int> opaque;
     try {
-      failed = attempt(stage, restrictions, piece, result, opaque, claim);
+      failed = attempt(stage, restrictions, piece, sound, result, opaque, claim);
     } catch (const std::exception& e) {
       failed = kUnmappable;
     }
@@ -219,6 +219,16 @@ void reduce_stage(Stage& stage, int64_t piece) {
     if (restrictions.frozen_tensors.size() == before) break;
   }
   stage.reduction_note = "kept full sizes: no sound reduction found";
+}
+
+}  // namespace
+
+void reduce_stage(Stage& stage, int64_t piece) {
+  reduce(stage, piece, true);
+}
+
+void reduce_stage_for_proposals(Stage& stage) {
+  reduce(stage, 2, false);
 }
 
 }  // namespace shardproof

@@ -30,4 +30,13 @@ namespace shardproof {
 // reduction, docs/soundness.md section 5).
 void reduce_stage(Stage& stage, int64_t piece = 2);
 
+// Shrinks `stage` for claim inference only (infer/reduced_inference.h): as
+// reduce_stage, but without the two rules that keep a proof sound at the
+// cost of size: a line integers name keeps `piece` per piece (ids collide),
+// and a line both broadcast and combined is reduced. Both graphs still see
+// the same reduced data, so their values still match where the full-size
+// ones do; what they propose is proven at full size or withdrawn. Never
+// for a proof.
+void reduce_stage_for_proposals(Stage& stage);
+
 }  // namespace shardproof

@@ -27,6 +27,12 @@ inline std::string part_leaf_name(int t, int64_t flat) {
   return "P" + std::to_string(t) + "_" + std::to_string(flat);
 }
 
+// The stage tensor a leaf name above belongs to; -1 for another name.
+inline int leaf_owner(const std::string& name) {
+  if (name.size() < 2 || (name[0] != 'L' && name[0] != 'P')) return -1;
+  return std::stoi(name.substr(1, name.find('_') - 1));
+}
+
 // Elements of logical tensor values `whole` inside `slice`, row-major.
 template <class V>
 Tensor<V> slice_of(const Tensor<V>& whole, const SliceSpec& slice) {

@@ -11,10 +11,14 @@ from megatron_layers import bug, ddp_finalize  # noqa: E402
 from model import GPT  # noqa: E402
 
 MESH = {"dp": 2, "tp": 2}
-# Small by default (fast proofs); GPT_SIZE=large gives production sizes, which capture
+# Small by default (fast proofs); GPT_SIZE=medium or large gives larger and production sizes, which capture
 # handles without their memory (fake tensors). GPT_LAYERS stacks layers; GPT_HEADS sets
 # the heads (the small model's 2 allow tp <= 2; GPT_HEADS=4 allows tp=4).
-SIZES = {"small": (16, 8, 2, 16, 4, 4), "large": (32768, 4096, 32, 16384, 2048, 16)}
+SIZES = {
+    "small": (16, 8, 2, 16, 4, 4),
+    "medium": (8192, 512, 8, 2048, 256, 8),
+    "large": (32768, 4096, 32, 16384, 2048, 16),
+}
 VOCAB, HIDDEN, HEADS, FFN, SEQ, BATCH = SIZES[os.environ.get("GPT_SIZE", "small")]
 HEADS = int(os.environ.get("GPT_HEADS", HEADS))
 LAYERS = int(os.environ.get("GPT_LAYERS", "1"))

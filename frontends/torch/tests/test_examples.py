@@ -144,3 +144,25 @@ def test_gpt_block_verdicts(bug, tmp_path, shardproof_bin):
         assert finding["tensor"].startswith("grad:") or finding["tensor"].endswith(".next")
         files = {os.path.basename(s["file"]) for s in finding["sources"]}
         assert files & {"megatron_layers.py", "harness.py", "model.py"}, finding
+
+
+@pytest.mark.parametrize("bug", [None, "bias-before-allreduce", "no-ddp-average"])
+def test_mlp_at_production_sizes_through_claims_inferred_at_reduced_sizes(bug, tmp_path,
+                                                                          shardproof_bin):
+    # The contract's own example sizes (H = 1024, FFN 4096): too large to evaluate whole for
+    # claim inference (the plan holds ~1e8 elements), so each stage is evaluated at reduced
+    # size and its proposals carried to full size. Without them every stage spans the step.
+    out = tmp_path / f"mlp-1024-{bug or 'ok'}.json"
+    rc, err = capture_harness(os.path.join(EXAMPLES, "mlp", "harness.py"), out,
+                              bug_env(bug, MLP_SIZES="1024,4096,8"), "dp=2,tp=2")
+    assert rc == 0, err
+    rc, report = verify(shardproof_bin, out)
+    stats = report["stats"]
+    assert stats["inferred_claims"] > 0 and "inference_skipped" not in stats, stats
+    if bug is None:
+        assert (rc, report["verdict"]) == (0, "equivalent"), report["findings"][:2]
+        assert stats["inferred_kept"] == stats["inferred_claims"], stats
+        return
+    assert (rc, report["verdict"]) == (1, "not-equivalent"), report
+    assert any(s["file"].endswith("megatron_layers.py")
+               for s in report["findings"][0]["sources"]), report["findings"][0]

@@ -1,0 +1,107 @@
+#include "engine/infer/block_match.h"
+
+#include <algorithm>
+#include <functional>
+
+#include <xxhash.h>
+
+#include "engine/core/tensor.h"
+#include "engine/ops/modular_algebra.h"
+#include "engine/stage/stage_eval.h"
+
+namespace shardproof::infer {
+namespace {
+
+using Alg = ModularAlgebra;
+
+// Values divided by their first nonzero one, hashed: equal for tensors that
+// are multiples of each other. `first` is 0 for an all-zero tensor.
+uint64_t scaled_fingerprint(const std::vector<uint64_t>& values, uint64_t& first) {
+  first = 0;
+  for (uint64_t x : values)
+    if (x != 0) {
+      first = x;
+      break;
+    }
+  if (first == 0) return 0;
+  const Alg alg;
+  const uint64_t inv = Alg::inverse(first);
+  std::vector<uint64_t> normal(values.size());
+  for (size_t i = 0; i < values.size(); ++i) normal[i] = alg.mul(values[i], inv);
+  return XXH3_64bits(normal.data(), normal.size() * sizeof(uint64_t));
+}
+
+std::vector<uint64_t> block_values(const Valued& whole, const Shape& shape,
+                                   const std::vector<int64_t>& block) {
+  return slice_of(*whole.values, block_slice(shape, block)).data;
+}
+
+bool divides(const Shape& part, const Shape& whole) {
+  if (part.size() != whole.size()) return false;
+  for (size_t d = 0; d < part.size(); ++d)
+    if (part[d] <= 0 || whole[d] % part[d] != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+bool informative(const std::vector<uint64_t>& values) {
+  if (std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end())
+    return false;  // all one value: says nothing
+  int64_t num = 0, den = 0;
+  return !std::all_of(values.begin(), values.end(),
+                      [&](uint64_t v) { return Alg::small_rational(v, num, den); });
+}
+
+SliceSpec block_slice(const Shape& shape, const std::vector<int64_t>& block) {
+  SliceSpec slice;
+  for (size_t d = 0; d < shape.size(); ++d)
+    slice.emplace_back(block[d] * shape[d], (block[d] + 1) * shape[d]);
+  return slice;
+}
+
+std::optional<BlockIndex> BlockIndex::build(const std::vector<Valued>& logical,
+                                            const Shape& shape, int64_t& budget) {
+  BlockIndex index;
+  index.shape_ = shape;
+  for (const Valued& l : logical) {
+    if (!l.values || dclass_of(l.dtype) != DClass::Real || !divides(shape, l.values->shape))
+      continue;
+    budget -= element_count(l.values->shape);
+    if (budget < 0) return std::nullopt;
+    Shape grid;
+    for (size_t d = 0; d < shape.size(); ++d) grid.push_back(l.values->shape[d] / shape[d]);
+    for (int64_t b = 0; b < element_count(grid); ++b) {
+      std::vector<int64_t> block = unflatten(grid, b);
+      uint64_t first = 0;
+      const uint64_t key = scaled_fingerprint(block_values(l, shape, block), first);
+      if (first != 0) index.refs_.emplace(key, Ref{&l, block, first});
+    }
+  }
+  return index;
+}
+
+std::vector<BlockMatch> BlockIndex::matches(const Valued& parallel) const {
+  std::vector<BlockMatch> found;
+  uint64_t first = 0;
+  const uint64_t key = scaled_fingerprint(parallel.values->data, first);
+  if (first == 0) return found;
+  const Alg alg;
+  auto [lo, hi] = refs_.equal_range(key);
+  for (auto it = lo; it != hi; ++it) {
+    const Ref& ref = it->second;
+    if (ref.logical->dtype != parallel.dtype) continue;
+    int64_t num = 0, den = 1;
+    const uint64_t ratio = alg.div(first, ref.first);
+    if (!Alg::small_rational(ratio, num, den)) continue;
+    // Guard against a fingerprint collision: compare every element.
+    const std::vector<uint64_t> lv = block_values(*ref.logical, shape_, ref.block);
+    bool equal = true;
+    for (size_t i = 0; i < lv.size() && equal; ++i)
+      equal = alg.mul(ratio, lv[i]) == parallel.values->data[i];
+    if (equal) found.push_back(BlockMatch{ref.logical->index, ref.block, num, den});
+  }
+  return found;
+}
+
+}  // namespace shardproof::infer

@@ -1,0 +1,64 @@
+// Matching values by blocks (claim inference): which blocks of which logical
+// tensors a parallel tensor's values equal, up to a small rational factor.
+//
+// A logical tensor is cut into equal blocks of the parallel tensor's shape
+// (a grid); each block's values are fingerprinted up to a factor, and a
+// parallel tensor's fingerprint finds its candidates, confirmed element by
+// element. The values are residues modulo a prime (ops/modular_algebra.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/core/ir.h"
+#include "engine/core/tensor.h"
+
+namespace shardproof::infer {
+
+// A tensor's values for matching: `index` is the caller's own numbering.
+struct Valued {
+  int index = -1;
+  DType dtype = DType::F32;
+  const Tensor<uint64_t>* values = nullptr;
+};
+
+// A parallel tensor's values are `scale_num / scale_den` times the block at
+// grid coordinate `block` of logical tensor `logical` (a Valued index).
+struct BlockMatch {
+  int logical = -1;
+  std::vector<int64_t> block;
+  int64_t scale_num = 1, scale_den = 1;
+};
+
+// Values worth matching: not all one value and not all small rationals
+// (masks, one-hots, positions and counts match other blocks by coincidence).
+bool informative(const std::vector<uint64_t>& values);
+
+// The slice of the block at grid coordinate `block` of blocks shaped `shape`.
+SliceSpec block_slice(const Shape& shape, const std::vector<int64_t>& block);
+
+// The blocks shaped `shape` of a set of logical tensors, by fingerprint.
+class BlockIndex {
+ public:
+  // Nullopt when indexing would take more than `budget` elements (which is
+  // reduced by what it takes).
+  static std::optional<BlockIndex> build(const std::vector<Valued>& logical, const Shape& shape,
+                                         int64_t& budget);
+
+  // Every indexed block that `parallel` (shaped like the blocks) equals up to
+  // a small rational factor.
+  std::vector<BlockMatch> matches(const Valued& parallel) const;
+
+ private:
+  struct Ref {
+    const Valued* logical;
+    std::vector<int64_t> block;
+    uint64_t first;  // the block's first nonzero value
+  };
+  Shape shape_;
+  std::unordered_multimap<uint64_t, Ref> refs_;
+};
+
+}  // namespace shardproof::infer

@@ -1,0 +1,134 @@
+#include "engine/infer/reduced_inference.h"
+
+#include <map>
+
+#include <xxhash.h>
+
+#include "engine/core/tensor.h"
+#include "engine/infer/block_match.h"
+#include "engine/ops/modular_algebra.h"
+#include "engine/stage/shape_reduction.h"
+#include "engine/stage/stage.h"
+#include "engine/stage/stage_eval.h"
+
+namespace shardproof::infer {
+namespace {
+
+using Alg = ModularAlgebra;
+
+// A plan's stages overlap (their cones share ops), so evaluating them all may
+// cost a few times what one evaluation of the plan is allowed.
+constexpr int64_t kReducedBudgetFactor = 4;
+
+// One random assignment of a stage's leaves: reals uniform modulo p,
+// integers over the positions shape reduction says they index (so ids
+// spread over the reduced line, shard offsets included), booleans bits.
+std::optional<StageValues<Alg>> random_values(const Stage& stage, uint64_t seed) {
+  Alg alg(seed);
+  auto leaf = [&](const std::string& name, DClass cls) -> uint64_t {
+    const uint64_t h = XXH3_64bits_withSeed(name.data(), name.size(), seed);
+    if (cls == DClass::Bool) return h & 1;
+    if (cls == DClass::Int) {
+      int64_t lo = 0, hi = 2;
+      const int t = leaf_owner(name);
+      if (t >= 0 && t < static_cast<int>(stage.value_maps.size()) && stage.value_maps[t] &&
+          stage.value_maps[t]->reduced_hi() > stage.value_maps[t]->reduced_lo()) {
+        lo = stage.value_maps[t]->reduced_lo();
+        hi = stage.value_maps[t]->reduced_hi();
+      }
+      return Alg::of(Rational(static_cast<long>(lo + static_cast<int64_t>(h % (hi - lo)))));
+    }
+    return h % Alg::kPrime;
+  };
+  try {
+    return evaluate_stage<Alg>(alg, stage, leaf);
+  } catch (const EvalError&) {
+    return std::nullopt;  // outside the plan's domain (a zero denominator)
+  }
+}
+
+// The grid of blocks shaped `part` in `whole`; empty when `part` does not
+// divide `whole`.
+Shape grid_of(const Shape& part, const Shape& whole) {
+  if (part.size() != whole.size()) return {};
+  Shape grid;
+  for (size_t d = 0; d < part.size(); ++d) {
+    if (part[d] <= 0 || whole[d] % part[d] != 0) return {};
+    grid.push_back(whole[d] / part[d]);
+  }
+  return grid;
+}
+
+// The candidates one reduced stage proposes, added to `out` (by parallel
+// plan tensor, full-size slices).
+void stage_candidates(const Plan& plan, const Stage& stage, const StageValues<Alg>& values,
+                      int64_t budget, std::vector<std::vector<InferredClaim>>& out) {
+  std::vector<Valued> logical;
+  for (size_t t = 0; t < stage.tensors.size(); ++t) {
+    const StageTensor& st = stage.tensors[t];
+    if (!st.parallel && values[t]) logical.push_back(Valued{static_cast<int>(t), st.dtype, &*values[t]});
+  }
+  std::map<Shape, std::vector<int>> by_shape;  // unclaimed parallel intermediates
+  for (size_t t = 0; t < stage.tensors.size(); ++t) {
+    const StageTensor& st = stage.tensors[t];
+    if (!st.parallel || st.free || !values[t] || dclass_of(st.dtype) != DClass::Real) continue;
+    const TensorDecl& decl = plan.parallel.tensors[static_cast<size_t>(st.source)];
+    if (decl.of || !informative(values[t]->data)) continue;
+    by_shape[st.shape].push_back(static_cast<int>(t));
+  }
+  for (const auto& [shape, members] : by_shape) {
+    std::optional<BlockIndex> index = BlockIndex::build(logical, shape, budget);
+    if (!index) return;
+    for (int t : members) {
+      const StageTensor& pt = stage.tensors[static_cast<size_t>(t)];
+      for (const BlockMatch& m : index->matches(Valued{t, pt.dtype, &*values[t]})) {
+        const StageTensor& lt = stage.tensors[static_cast<size_t>(m.logical)];
+        // The same grid at full size: the reduced block is that block.
+        if (grid_of(pt.full_shape, lt.full_shape) != grid_of(pt.shape, lt.shape)) continue;
+        InferredClaim claim;
+        claim.parallel = pt.source;
+        claim.of.tensor = lt.name;
+        claim.of.logical = lt.source;
+        claim.of.slice = block_slice(pt.full_shape, m.block);
+        claim.of.scale_num = m.scale_num;
+        claim.of.scale_den = m.scale_den;
+        std::vector<InferredClaim>& known = out[static_cast<size_t>(pt.source)];
+        bool seen = false;
+        for (const InferredClaim& k : known)
+          seen = seen || (k.of.logical == claim.of.logical && k.of.slice == claim.of.slice &&
+                          k.of.scale_num == claim.of.scale_num &&
+                          k.of.scale_den == claim.of.scale_den);
+        if (!seen) known.push_back(std::move(claim));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::vector<InferredClaim>> reduced_candidates(const Plan& plan,
+                                                           const InferenceLimits& limits,
+                                                           std::string& skipped) {
+  std::vector<std::vector<InferredClaim>> out(plan.parallel.tensors.size());
+  int64_t budget = limits.max_elements * kReducedBudgetFactor;
+  int too_large = 0, stages = 0;
+  for (Stage& stage : build_stages(plan)) {
+    ++stages;
+    reduce_stage_for_proposals(stage);
+    const int64_t n = stage.element_count();
+    if (n > limits.max_elements || n > budget) {
+      ++too_large;
+      continue;
+    }
+    budget -= n;
+    if (std::optional<StageValues<Alg>> values = random_values(stage, limits.seed))
+      stage_candidates(plan, stage, *values, limits.max_elements, out);
+  }
+  if (too_large > 0)
+    skipped = "inside " + std::to_string(too_large) + " of " + std::to_string(stages) +
+              " stages, still over " + std::to_string(limits.max_elements) +
+              " elements after shape reduction";
+  return out;
+}
+
+}  // namespace shardproof::infer
