@@ -1,5 +1,6 @@
 #include "engine/infer/reduced_inference.h"
 
+#include <algorithm>
 #include <map>
 
 #include <xxhash.h>
@@ -16,8 +17,8 @@ namespace {
 
 using Alg = ModularAlgebra;
 
-// A plan's stages overlap (their cones share ops), so evaluating them all may
-// cost a few times what one evaluation of the plan is allowed.
+// A reduced stage may hold what a plan evaluated whole may; the stages
+// together a few times that (their cones overlap).
 constexpr int64_t kReducedBudgetFactor = 4;
 
 // One random assignment of a stage's leaves: reals uniform modulo p,
@@ -59,23 +60,33 @@ Shape grid_of(const Shape& part, const Shape& whole) {
   return grid;
 }
 
-// The candidates one reduced stage proposes, added to `out` (by parallel
-// plan tensor, full-size slices).
-void stage_candidates(const Plan& plan, const Stage& stage, const StageValues<Alg>& values,
-                      int64_t budget, std::vector<std::vector<InferredClaim>>& out) {
+// The stage tensors that may get a proposal: the parallel intermediates the
+// plan leaves unclaimed, real-valued.
+std::vector<int> candidate_tensors(const Plan& plan, const Stage& stage) {
+  std::vector<int> out;
+  for (size_t t = 0; t < stage.tensors.size(); ++t) {
+    const StageTensor& st = stage.tensors[t];
+    if (st.parallel && !st.free && dclass_of(st.dtype) == DClass::Real &&
+        !plan.parallel.tensors[static_cast<size_t>(st.source)].of)
+      out.push_back(static_cast<int>(t));
+  }
+  return out;
+}
+
+// What one reduced stage proposes for `candidates`, added to `out` (by
+// parallel plan tensor, full-size slices).
+void stage_candidates(const Stage& stage, const std::vector<int>& candidates,
+                      const StageValues<Alg>& values, int64_t budget,
+                      std::vector<std::vector<InferredClaim>>& out) {
   std::vector<Valued> logical;
   for (size_t t = 0; t < stage.tensors.size(); ++t) {
     const StageTensor& st = stage.tensors[t];
-    if (!st.parallel && values[t]) logical.push_back(Valued{static_cast<int>(t), st.dtype, &*values[t]});
+    if (!st.parallel && values[t])
+      logical.push_back(Valued{static_cast<int>(t), st.dtype, &*values[t]});
   }
-  std::map<Shape, std::vector<int>> by_shape;  // unclaimed parallel intermediates
-  for (size_t t = 0; t < stage.tensors.size(); ++t) {
-    const StageTensor& st = stage.tensors[t];
-    if (!st.parallel || st.free || !values[t] || dclass_of(st.dtype) != DClass::Real) continue;
-    const TensorDecl& decl = plan.parallel.tensors[static_cast<size_t>(st.source)];
-    if (decl.of || !informative(values[t]->data)) continue;
-    by_shape[st.shape].push_back(static_cast<int>(t));
-  }
+  std::map<Shape, std::vector<int>> by_shape;
+  for (int t : candidates)
+    if (values[t] && informative(values[t]->data)) by_shape[stage.tensors[t].shape].push_back(t);
   for (const auto& [shape, members] : by_shape) {
     std::optional<BlockIndex> index = BlockIndex::build(logical, shape, budget);
     if (!index) return;
@@ -110,23 +121,36 @@ std::vector<std::vector<InferredClaim>> reduced_candidates(const Plan& plan,
                                                            const InferenceLimits& limits,
                                                            std::string& skipped) {
   std::vector<std::vector<InferredClaim>> out(plan.parallel.tensors.size());
+  std::vector<Stage> stages = build_stages(plan);
+  for (Stage& stage : stages) reduce_stage_for_proposals(stage);
+  // Smallest first: the whole-step stages, which overlap almost entirely,
+  // come last, and each is evaluated only if it holds a tensor none before
+  // it did.
+  std::vector<std::pair<int64_t, size_t>> order;
+  for (size_t i = 0; i < stages.size(); ++i) order.push_back({stages[i].element_count(), i});
+  std::sort(order.begin(), order.end());
+  std::vector<char> seen(plan.parallel.tensors.size(), 0);
+  const int64_t stage_limit = limits.max_elements;
   int64_t budget = limits.max_elements * kReducedBudgetFactor;
-  int too_large = 0, stages = 0;
-  for (Stage& stage : build_stages(plan)) {
-    ++stages;
-    reduce_stage_for_proposals(stage);
-    const int64_t n = stage.element_count();
-    if (n > limits.max_elements || n > budget) {
+  int too_large = 0;
+  for (const auto& [n, i] : order) {
+    const Stage& stage = stages[i];
+    std::vector<int> candidates = candidate_tensors(plan, stage);
+    if (std::all_of(candidates.begin(), candidates.end(),
+                    [&](int t) { return seen[static_cast<size_t>(stage.tensors[t].source)]; }))
+      continue;
+    if (n > stage_limit || n > budget) {
       ++too_large;
       continue;
     }
     budget -= n;
+    for (int t : candidates) seen[static_cast<size_t>(stage.tensors[t].source)] = 1;
     if (std::optional<StageValues<Alg>> values = random_values(stage, limits.seed))
-      stage_candidates(plan, stage, *values, limits.max_elements, out);
+      stage_candidates(stage, candidates, *values, limits.max_elements, out);
   }
   if (too_large > 0)
-    skipped = "inside " + std::to_string(too_large) + " of " + std::to_string(stages) +
-              " stages, still over " + std::to_string(limits.max_elements) +
+    skipped = "inside " + std::to_string(too_large) + " of " + std::to_string(stages.size()) +
+              " stages, still over " + std::to_string(stage_limit) +
               " elements after shape reduction";
   return out;
 }
