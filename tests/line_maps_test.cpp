@@ -59,12 +59,15 @@ TEST(LineMaps, UnmapRunIsUnmapOnNestedProducts) {
     LineMaps maps(lines);
     ASSERT_TRUE(maps.cut_products().empty());
     std::set<int> freeze;
-    if (frozen)
+    if (frozen) {
       for (int a = 0; a < lines.count(); ++a) freeze.insert(lines.find(a).first);
+    }
     maps.build(freeze, {});
     const int root = lines.find(0).first;
     const int64_t n = maps.reduced_length(0);
-    if (frozen) EXPECT_EQ(n, 96);
+    if (frozen) {
+      EXPECT_EQ(n, 96);
+    }
     expect_runs_match(maps, root, n);
   }
 }
