@@ -72,5 +72,28 @@ TEST(LineMaps, UnmapRunIsUnmapOnNestedProducts) {
   }
 }
 
+// A rank's shard [256) of a 1024 line whose relations contradict (it is
+// positions 256.. by one relation and 768.. by another, as a strided QKV
+// shard or a sequence half is): the sound layout can only keep the line
+// whole; the periodic one (for proposals) lays it out with boundaries every
+// 256, so both relations map to the same reduced shift.
+TEST(LineMaps, APeriodicLayoutKeepsRelationsThatContradict) {
+  Stage s = lines_of({1024, 256});
+  AxisLines lines(s);
+  lines.relate(1, 0, 256);
+  lines.relate(1, 0, 768);  // contradicts: the same 256 at another offset
+  EXPECT_EQ(lines.conflict_periods(), (std::map<int, int64_t>{{lines.find(0).first, 512}}));
+  LineMaps sound(lines);
+  sound.build({}, {});
+  EXPECT_THROW(sound.map_axis(0, 768), std::logic_error);  // 768 is no boundary: no layout
+  LineMaps periodic(lines, /*periodic=*/true);
+  periodic.build({}, {});
+  const int root = lines.find(0).first;
+  EXPECT_EQ(periodic.reduced_length(0), 8);  // 4 pieces of 256, 2 each
+  EXPECT_EQ(periodic.reduced_length(1), 2);
+  // The shard's two offsets map to offsets one reduced period apart.
+  EXPECT_EQ(periodic.map(root, 768) - periodic.map(root, 256), 2 * (512 / 256));
+}
+
 }  // namespace
 }  // namespace shardproof::reduction

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <numeric>
 #include <set>
 #include <utility>
 #include <vector>
@@ -63,7 +64,10 @@ class AxisLines {
     auto [rw, ow] = find(whole);
     int64_t delta = offset + ow - op;  // root(part) position -> root(whole) position
     if (rp == rw) {
-      if (delta != 0) conflicted_.insert(rp);
+      if (delta != 0) {
+        conflicted_.insert(rp);
+        conflict_shifts_.push_back({rp, delta});
+      }
       return false;
     }
     parent_[rp] = rw;
@@ -85,6 +89,19 @@ class AxisLines {
       relate(factors[0], whole, 0);
     else
       products_.push_back({whole, factors[0], minor});
+  }
+
+  // For each line some relation contradicted (related to itself at another
+  // offset: a rank's strided shard, two halves of one sequence), the gcd of
+  // the offsets it was contradicted by: a layout that repeats with that
+  // period keeps every such relation.
+  std::map<int, int64_t> conflict_periods() const {
+    std::map<int, int64_t> periods;
+    for (auto [line, delta] : conflict_shifts_) {
+      int64_t& g = periods[find(line).first];
+      g = std::gcd(g, delta < 0 ? -delta : delta);
+    }
+    return periods;
   }
 
   void freeze(int a) { frozen_axes_.insert(a); }
@@ -195,13 +212,15 @@ class AxisLines {
   // lines whose positions integer values refer to; `more_broadcasts` are
   // further broadcast axes. A product line passes its marks on to its
   // factors.
-  // Without `sound`, only the lines no reduction can map (reshapes,
-  // conflicts, broken products): shape_reduction.h, for proposals.
+  // Without `sound`, only the lines no reduction can map (reshapes, broken
+  // products); contradicting lines are laid out by their period instead
+  // (conflict_periods): shape_reduction.h, for proposals.
   std::set<int> frozen_roots(const std::set<int>& position_roots,
                              const std::set<int>& more_broadcasts, bool sound = true) const {
     std::set<int> frozen, broadcast, combined;
     for (int a : frozen_axes_) frozen.insert(find(a).first);
-    for (int c : conflicted_) frozen.insert(find(c).first);
+    if (sound)
+      for (int c : conflicted_) frozen.insert(find(c).first);
     for (int b : broken_) frozen.insert(find(b).first);
     for (int a : broadcast_axes_) broadcast.insert(find(a).first);
     for (int a : more_broadcasts) broadcast.insert(find(a).first);
@@ -239,6 +258,7 @@ class AxisLines {
   std::vector<Product> products_;
   std::map<int, Product> product_of_line_;
   std::set<int> conflicted_;
+  std::vector<std::pair<int, int64_t>> conflict_shifts_;  // (line, offset it contradicts by)
   std::set<int> broken_;
   std::set<int> frozen_axes_;
   std::set<int> broadcast_axes_;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -41,13 +42,20 @@ struct LineMap {
 // multiples of m (they become major boundaries).
 class LineMaps {
  public:
-  explicit LineMaps(const AxisLines& lines) : lines_(lines) {
+  // `periodic`: lines that relations contradict get a boundary at every
+  // multiple of their period (AxisLines::conflict_periods), so a shift by
+  // the period maps to a shift of the reduced line and the contradicting
+  // relations hold reduced too. For proposals only: the sound layout keeps
+  // such lines whole (shape_reduction.h).
+  explicit LineMaps(const AxisLines& lines, bool periodic = false) : lines_(lines) {
     for (int a = 0; a < lines.count(); ++a) {
       if (lines.is_value_node(a)) continue;
       auto [root, offset] = lines.find(a);
       bounds_[root].insert(offset);
       bounds_[root].insert(offset + lines.length(a));
     }
+    if (periodic)
+      for (auto [root, period] : lines.conflict_periods()) add_period(root, period);
     // Push product-line boundaries down to their major lines (repeatedly,
     // for nested products). A boundary inside a minor block (a slice of two
     // heads out of a group of four) has no major position: the line is
@@ -71,6 +79,21 @@ class LineMaps {
       }
     }
   }
+
+  // Boundaries every g positions from the line's first, g the gcd of the
+  // period and the line's boundaries; a line that would get more than
+  // kMaxPeriodBounds keeps its boundaries (and contradicts).
+  void add_period(int root, int64_t period) {
+    auto it = bounds_.find(root);
+    if (it == bounds_.end() || period <= 0) return;
+    std::set<int64_t>& set = it->second;
+    const int64_t first = *set.begin(), last = *set.rbegin();
+    int64_t g = period;
+    for (int64_t b : set) g = std::gcd(g, b - first);
+    if (g <= 0 || (last - first) / g > kMaxPeriodBounds) return;
+    for (int64_t b = first; b <= last; b += g) set.insert(b);
+  }
+  static constexpr int64_t kMaxPeriodBounds = 4096;
 
   // Product lines a boundary cuts through a minor block of; any makes this
   // layout unusable (map() would be wrong on them).

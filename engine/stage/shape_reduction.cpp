@@ -110,7 +110,7 @@ int attempt(const Stage& original, const Restrictions& restrictions, int64_t pie
   lines.resolve_products();
   std::optional<LineMaps> laid_out;
   for (;;) {
-    laid_out.emplace(lines);
+    laid_out.emplace(lines, !sound);
     if (laid_out->cut_products().empty()) break;
     lines.break_products(laid_out->cut_products());
   }
