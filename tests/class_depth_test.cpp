@@ -145,5 +145,32 @@ TEST(ClassVerifierDepth, ALayerReadingItsNeighboursWeightIsFound) {
   EXPECT_GE(counts.reused, 1);  // the stages around it are still reused
 }
 
+// Layer 8 of 12 on 2 pipeline stages of 6 (dp2 tp2, 2 micro-batches) is
+// an interior layer of its stage: neither one of the stage's first two
+// layers nor one of its last two, the layers a layer-class shortcut would
+// explore (docs/soundness.md, "Batches equal up to names"). Every tp rank
+// loads the other rank's half of its wq: the halves still cover the
+// weight, so the plan is valid, and only that one layer differs from the
+// others. It is found, at that layer's tensor.
+TEST(ClassVerifierDepth, AWrongShardInAnInteriorLayerOfADeepStageIsFound) {
+  planner::PlanConfig c = testing::transformer_config(12, 2, 2, 2, 2);
+  c.compact = true;
+  nlohmann::json plan = planner::generate_plan("llama3-tiny", c);
+  bool changed = false;
+  for (nlohmann::json& program : plan["parallel"]["programs"])
+    for (nlohmann::json& t : program["tensors"])
+      if (t["name"] == "dp{dp}.tp{tp}.pp1.l8.wq") {
+        ASSERT_EQ(t["of"]["slice"][1][0], "tp*8") << t.dump();
+        t["of"]["slice"][1] = {"(1 - tp)*8", "(1 - tp)*8 + 8"};
+        changed = true;
+      }
+  ASSERT_TRUE(changed);
+  Report r = by_classes(plan);
+  ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
+  EXPECT_TRUE(mentions(r, "l8.")) << testing::explain(r);
+  for (const char* other : {"l7.", "l9."})
+    EXPECT_FALSE(mentions(r, other)) << other << "\n" << testing::explain(r);
+}
+
 }  // namespace
 }  // namespace shardproof
