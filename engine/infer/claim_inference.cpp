@@ -157,6 +157,14 @@ std::vector<InferredClaim> matches(const Plan& plan, const PlanValues& values,
     claim.of.scale_den = den;
     found.push_back(std::move(claim));
   }
+  // A tensor equal to two blocks of one logical tensor (a broadcast:
+  // `param.expand_as(h)` on a data-parallel rank equals every row block) does
+  // not say which block is its own; a guess names another rank's block, its
+  // stage cannot prove it, and withdrawing the family drops every claim on
+  // that tensor. Such a tensor stays inside its consumers' stages instead.
+  std::map<int, int> blocks_of;
+  for (const InferredClaim& c : found) ++blocks_of[c.of.logical];
+  std::erase_if(found, [&](const InferredClaim& c) { return blocks_of[c.of.logical] > 1; });
   return found;
 }
 
