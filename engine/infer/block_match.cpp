@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include <xxhash.h>
 
@@ -101,6 +102,14 @@ std::vector<BlockMatch> BlockIndex::matches(const Valued& parallel) const {
       equal = alg.mul(ratio, lv[i]) == parallel.values->data[i];
     if (equal) found.push_back(BlockMatch{ref.logical->index, ref.block, num, den});
   }
+  // A tensor equal to two blocks of one logical tensor (a broadcast:
+  // `param.expand_as(h)` on a data-parallel rank equals every row block) does
+  // not say which block is its own; a guess names another rank's block, its
+  // stage cannot prove it, and withdrawing the family drops every claim on
+  // that tensor. Such a tensor stays inside its consumers' stages instead.
+  std::map<int, int> blocks_of;
+  for (const BlockMatch& m : found) ++blocks_of[m.logical];
+  std::erase_if(found, [&](const BlockMatch& m) { return blocks_of[m.logical] > 1; });
   return found;
 }
 

@@ -189,6 +189,10 @@ if HAVE_TORCH:
                                       reduction="batchmean")))
     case("layer_norm_2d_fwd_bwd", lambda: [r(2, 3, 4), r(3, 4), r(2, 3, 4)])(
         grad_of(lambda x, w: F.layer_norm(x, (3, 4), w)))
+    case("group_norm_fwd_bwd", lambda: [r(2, 6, 3, 2), r(6), r(6), r(2, 6, 3, 2)])(
+        grad_of(lambda x, w, b: F.group_norm(x, 3, w, b, 1e-5)))
+    case("group_norm_2d_no_affine_fwd_bwd", lambda: [r(3, 4), r(3, 4)])(
+        grad_of(lambda x: F.group_norm(x, 2)))
 
 
 def _hand_softmax(y):

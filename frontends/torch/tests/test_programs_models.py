@@ -34,6 +34,7 @@ CASES = [
     ("token_classifier", "dp=2", None, 0, None),
     ("token_classifier", "dp=2", "no-average", 1, "grad:"),
     ("token_classifier", "dp=2", "hook-skips-bias", 1, "grad:"),
+    ("broadcast_param", "dp=2", "no-average", 1, "grad:"),
 ]
 
 
@@ -55,3 +56,16 @@ def test_program_verdict(program, mesh, bug, expected, tensor, tmp_path, shardpr
     here = os.path.join("programs", program)
     places = [s.get("file", "") for f in findings for s in f.get("sources", [])]
     assert any(here in p for p in places), places
+
+
+def test_broadcast_parameter_keeps_inferred_claims(tmp_path, shardproof_bin):
+    """`param.expand_as(h)` on a dp rank equals every row block of the logical broadcast;
+    inference used to guess a block, fail its proof and drop the family (unknown)."""
+    plan = tmp_path / "broadcast_param.json"
+    rc, err = capture_harness(os.path.join(PROGRAMS, "broadcast_param", "harness.py"), plan)
+    assert rc == 0, err
+    rc, report = verify_plan(shardproof_bin, plan, timeout=120)
+    assert rc == 0, json.dumps(report)[-3000:]
+    stats = report["stats"]
+    assert stats["inferred_claims"] > 0
+    assert stats["inferred_kept"] == stats["inferred_claims"]

@@ -1,5 +1,5 @@
 """Neural-network composites and their backward ops: softmax, log_softmax, layer norm,
-losses, dropout (only p = 0), tril/triu."""
+group norm, losses, dropout (only p = 0), tril/triu."""
 from .core import V, rule
 
 
@@ -68,6 +68,67 @@ def layer_norm_backward(L, grad, x, normalized_shape, mean, rstd, w, b, output_m
         outs[1] = L.reduce("sum", L.binary("mul", grad, xhat, x.dtype, x.shape), lead, False)
     if output_mask[2] and isinstance(b, V):
         outs[2] = L.reduce("sum", grad, lead, False)
+    return outs
+
+
+def _group_view(L, x, n, c, hxw, groups):
+    """x as [N, G, C/G * HxW]: each group's channels and positions in one row."""
+    if groups <= 0 or c % groups or n * c * hxw != _numel(x.shape):
+        raise L.unsupported(f"group norm with {groups} groups of {c} channels")
+    return L.reshape(x, [n, groups, (c // groups) * hxw])
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _per_channel(L, v, c):
+    """A [C] weight as [C, 1], to broadcast over a [N, C, HxW] view."""
+    return L.reshape(v, [c, 1])
+
+
+@rule("aten.native_group_norm.default")
+def group_norm(L, x, w, b, n, c, hxw, groups, eps):
+    xg = _group_view(L, x, n, c, hxw, groups)
+    mean = L.reduce("mean", xg, [2], True)
+    xc = L.binary("sub", xg, mean, x.dtype, xg.shape)
+    var = L.reduce("mean", L.binary("mul", xc, xc, x.dtype, xg.shape), [2], True)
+    rstd = L.unary("rsqrt", L.binary("add", var, eps, x.dtype, var.shape))
+    y = L.reshape(L.binary("mul", xc, rstd, x.dtype, xg.shape), [n, c, hxw])
+    if isinstance(w, V):
+        y = L.binary("mul", y, _per_channel(L, w, c), x.dtype, y.shape)
+    if isinstance(b, V):
+        y = L.binary("add", y, _per_channel(L, b, c), x.dtype, y.shape)
+    return [L.reshape(y, x.shape), L.reshape(mean, [n, groups]), L.reshape(rstd, [n, groups])]
+
+
+@rule("aten.native_group_norm_backward.default")
+def group_norm_backward(L, grad, x, mean, rstd, w, n, c, hxw, groups, output_mask):
+    xg = _group_view(L, x, n, c, hxw, groups)
+    mean3, rstd3 = L.reshape(mean, [n, groups, 1]), L.reshape(rstd, [n, groups, 1])
+    xhat = L.binary("mul", L.binary("sub", xg, mean3, x.dtype, xg.shape), rstd3, x.dtype,
+                    xg.shape)
+    xhat_c = L.reshape(xhat, [n, c, hxw])
+    grad_c = L.reshape(grad, [n, c, hxw])
+    outs = [None, None, None]
+    if output_mask[0]:
+        g = L.binary("mul", grad_c, _per_channel(L, w, c), x.dtype, grad_c.shape) \
+            if isinstance(w, V) else grad_c
+        g = L.reshape(g, xg.shape)
+        # dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), over each group's row
+        mg = L.reduce("mean", g, [2], True)
+        mgx = L.reduce("mean", L.binary("mul", g, xhat, x.dtype, xg.shape), [2], True)
+        inner = L.binary("sub", L.binary("sub", g, mg, x.dtype, xg.shape),
+                         L.binary("mul", xhat, mgx, x.dtype, xg.shape), x.dtype, xg.shape)
+        outs[0] = L.reshape(L.binary("mul", inner, rstd3, x.dtype, xg.shape), x.shape)
+    if output_mask[1] and isinstance(w, V):
+        outs[1] = L.reduce("sum", L.binary("mul", grad_c, xhat_c, x.dtype, grad_c.shape),
+                           [0, 2], False)
+    if output_mask[2]:
+        outs[2] = L.reduce("sum", grad_c, [0, 2], False)
     return outs
 
 
