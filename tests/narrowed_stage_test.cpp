@@ -152,38 +152,6 @@ TEST(NarrowedStage, HoldsAWrongOffsetsTwoColumnsApart) {
   EXPECT_EQ(seen, 1);
 }
 
-// Parts claimed on the wrong group (the wq gradient all-reduced over tp
-// where dp is due) read the logical gradient, a computed matmul, at two
-// distant columns. The matmul is written once per column box, so the
-// gradient it reads is held as the two columns (their hull: most of it).
-TEST(NarrowedStage, HoldsAComputedTensorsTwoColumnsApart) {
-  planner::PlanConfig c = testing::transformer_config(1, 2, 2, 1, 1);
-  c.bug = "dp-grad-on-tp-group";
-  const nlohmann::json plan = planner::generate_plan("llama3-tiny", c);
-  EXPECT_GT(checked_stages(plan), 0);
-  ParseResult parsed = parse_plan_text(plan.dump(), "plan.json", "");
-  ASSERT_TRUE(parsed.plan);
-  int seen = 0;
-  for (const Stage& full : build_stages(*parsed.plan)) {
-    if (full.title.rfind("grad.l0.wq[", 0) != 0) continue;
-    std::vector<int64_t> element;
-    for (auto [lo, hi] : full.slice) element.push_back(lo);
-    std::string why;
-    std::optional<NarrowedStage> n = narrow_stage(full, element, 10'000'000, why);
-    ASSERT_TRUE(n) << why;
-    int64_t widest = 0, boxes = 0;
-    for (size_t t = 0; t < n->source.size(); ++t)
-      if (full.tensors[n->source[t]].name == "grad.l0.q.2d" && n->stage.tensors[t].free) {
-        widest = std::max(widest, n->box[t][1].second - n->box[t][1].first);
-        ++boxes;
-      }
-    EXPECT_EQ(widest, 1) << full.title;
-    EXPECT_EQ(boxes, 2) << full.title;
-    ++seen;
-  }
-  EXPECT_EQ(seen, 2);
-}
-
 // ZeRO's reduce_scatter and MoE's all_to_all are written out by the stage
 // builder (slices and an all_reduce or a concat per needed output), which
 // narrow; dropout draws with `random` (narrowed to the box it draws).
