@@ -73,5 +73,14 @@ TEST(PublishedShapes, CeMaxNotReducedIsFoundByTheLiftedCounterexample) {
   expect_found("llama3-8b", testing::transformer_config(2, 2, 2, 1, 1), "ce-max-not-reduced");
 }
 
+// The wq gradient all-reduced over the tp group: each rank's sum pairs its
+// own columns with the other tp rank's, so a finding's element reads the
+// logical gradient (a matmul over 16,384 tokens) at two columns 2,048 apart.
+// Their hull was 2,049 columns, 67 million elements, and the finding had no
+// full-size witness (unknown); the matmul is now narrowed once per column.
+TEST(PublishedShapes, DpGradOnTpGroupIsFoundAtPublishedShapes) {
+  expect_found("llama3-8b", testing::transformer_config(2, 2, 2, 1, 1), "dp-grad-on-tp-group");
+}
+
 }  // namespace
 }  // namespace shardproof

@@ -45,14 +45,31 @@ bool inside(const Box& in, const Box& box) {
 // logical free tensor's elements are independent leaves, so it keeps its
 // disjoint boxes apart (overlapping ones merge): a wrong offset reads two
 // distant columns of one weight, whose hull would be most of the weight.
+// A logical tensor computed by a one-output op (`split_ok`) keeps them apart
+// too, its op written once per box, as long as the boxes the op computes
+// stay disjoint (else their hull): parts claimed on the wrong group read a
+// weight gradient at two distant columns through its matmul.
 class Demand {
  public:
-  explicit Demand(const Stage& s) : s_(s), boxes_(s.tensors.size()), plans_(s.ops.size()) {}
+  explicit Demand(const Stage& s)
+      : s_(s), boxes_(s.tensors.size()), plans_(s.ops.size()), apart_(s.tensors.size(), false) {
+    for (size_t t = 0; t < s.tensors.size(); ++t) apart_[t] = leaves(static_cast<int>(t));
+    std::vector<int> producers(s.tensors.size(), 0);
+    for (const StageOp& op : s.ops)
+      for (int t : op.out) producers[t] += op.out.size() == 1 && !op.parallel ? 1 : 2;
+    for (size_t t = 0; t < s.tensors.size(); ++t)
+      if (producers[t] == 1 && static_cast<int>(t) != s.target) apart_[t] = true;
+    // A computed tensor that a parallel tensor's claim names by a single index
+    // (not a free input's box) must stay one box.
+    for (const StageTensor& st : s.tensors)
+      if (st.logical_index >= 0 && !(st.parallel && st.free && st.of) && !leaves(st.logical_index))
+        apart_[st.logical_index] = false;
+  }
 
   void add(int t, Box box) {
     if (empty_box(box)) return;
     std::vector<Box>& b = boxes_[t];
-    if (!leaves(t)) {
+    if (!apart_[t]) {
       b = {b.empty() ? box : joined(b[0], box)};
       return;
     }
@@ -84,7 +101,7 @@ class Demand {
       if (inside(part, boxes_[t][p])) return p;
     throw std::logic_error("narrowed stage: a demanded box of a tensor was lost");
   }
-  const std::optional<NarrowedOp>& op_plan(size_t i) const { return plans_[i]; }
+  const std::vector<NarrowedOp>& op_plans(size_t i) const { return plans_[i]; }
 
  private:
   bool leaves(int t) const { return !s_.tensors[t].parallel && s_.tensors[t].free; }
@@ -92,18 +109,35 @@ class Demand {
 
   void plan(size_t i) {
     const StageOp& op = s_.ops[i];
-    std::optional<Box> demand;
-    for (int t : op.out)
-      if (const Box* h = hull(t)) demand = demand ? joined(*demand, *h) : *h;
-    if (!demand) return;  // nothing it computes is needed
     std::vector<TensorInfo> in, out;
     for (int t : op.in) in.push_back({s_.tensors[t].shape, s_.tensors[t].dtype});
     for (int t : op.out) out.push_back({s_.tensors[t].shape, s_.tensors[t].dtype});
+    // One plan per disjoint box of a lone output, if what they compute stays disjoint.
+    if (op.out.size() == 1 && boxes_[op.out[0]].size() > 1) {
+      std::vector<NarrowedOp> each;
+      for (const Box& b : boxes_[op.out[0]]) each.push_back(narrow_op(op.op, op.attrs, in, out, b));
+      bool disjoint = true;
+      for (size_t a = 0; a < each.size(); ++a)
+        for (size_t b = a + 1; b < each.size(); ++b)
+          disjoint = disjoint && !overlap(each[a].out[0], each[b].out[0]);
+      if (disjoint) {
+        boxes_[op.out[0]].clear();
+        for (const NarrowedOp& n : each) boxes_[op.out[0]].push_back(n.out[0]);
+        for (const NarrowedOp& n : each)
+          for (size_t k = 0; k < op.in.size(); ++k) add(op.in[k], n.in[k]);
+        plans_[i] = std::move(each);
+        return;
+      }
+    }
+    std::optional<Box> demand;
+    for (int t : op.out)
+      for (const Box& b : boxes_[t]) demand = demand ? joined(*demand, b) : b;
+    if (!demand) return;  // nothing it computes is needed
     NarrowedOp n = narrow_op(op.op, op.attrs, in, out, *demand);
     // Every output is computed on its box, demanded or not.
     for (size_t o = 0; o < op.out.size(); ++o) boxes_[op.out[o]] = {n.out[o]};
     for (size_t k = 0; k < op.in.size(); ++k) add(op.in[k], n.in[k]);
-    plans_[i] = std::move(n);
+    plans_[i] = {std::move(n)};
   }
 
   // A parallel input holds its claim's logical slice (or a part of it): its
@@ -134,7 +168,8 @@ class Demand {
 
   const Stage& s_;
   std::vector<std::vector<Box>> boxes_;
-  std::vector<std::optional<NarrowedOp>> plans_;
+  std::vector<std::vector<NarrowedOp>> plans_;
+  std::vector<bool> apart_;  // keeps disjoint boxes apart
 };
 
 // Writes the narrowed stage: a tensor per demanded box, each op on the boxes
@@ -173,7 +208,7 @@ class Writer {
       nt.of->slice = shifted(claimed, box_of(st.logical_index, claimed), -1);
     }
     for (size_t i = 0; i < full_.ops.size(); ++i)
-      if (const std::optional<NarrowedOp>& plan = demand_.op_plan(i)) write_op(full_.ops[i], *plan);
+      for (const NarrowedOp& plan : demand_.op_plans(i)) write_op(full_.ops[i], plan);
     n.target = at(full_.target, target_box);
     n.slice = shifted(target_box, box_of(full_.target, target_box), -1);
     const Box member_box = shifted(target_box, full_.slice, -1);
@@ -236,7 +271,7 @@ class Writer {
     for (size_t k = 0; k < op.in.size(); ++k)
       if (!empty_box(plan.in[k]) || plan.in[k].empty())
         n.in.push_back(window(op.in[k], plan.in[k], op.parallel));
-    for (int& t : n.out) t = first(t);
+    for (size_t o = 0; o < n.out.size(); ++o) n.out[o] = at(n.out[o], plan.out[o]);
     if (!plan.per_output) {
       out_.ops.push_back(std::move(n));
       return;
