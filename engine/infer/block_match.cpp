@@ -54,6 +54,14 @@ bool informative(const std::vector<uint64_t>& values) {
                       [&](uint64_t v) { return Alg::small_rational(v, num, den); });
 }
 
+bool worth_matching(const Valued& parallel) {
+  const std::vector<uint64_t>& v = parallel.values->data;
+  if (parallel.input_free)
+    return dclass_of(parallel.dtype) == DClass::Bool &&
+           std::adjacent_find(v.begin(), v.end(), std::not_equal_to<>()) != v.end();
+  return dclass_of(parallel.dtype) == DClass::Real && informative(v);
+}
+
 SliceSpec block_slice(const Shape& shape, const std::vector<int64_t>& block) {
   SliceSpec slice;
   for (size_t d = 0; d < shape.size(); ++d)
@@ -61,13 +69,13 @@ SliceSpec block_slice(const Shape& shape, const std::vector<int64_t>& block) {
   return slice;
 }
 
-std::optional<BlockIndex> BlockIndex::build(const std::vector<Valued>& logical,
-                                            const Shape& shape, int64_t& budget) {
+std::optional<BlockIndex> BlockIndex::build(const std::vector<Valued>& logical, const Shape& shape,
+                                            bool input_free, int64_t& budget) {
   BlockIndex index;
   index.shape_ = shape;
   for (const Valued& l : logical) {
-    if (!l.values || dclass_of(l.dtype) != DClass::Real || !divides(shape, l.values->shape))
-      continue;
+    if (!l.values || !divides(shape, l.values->shape)) continue;
+    if (input_free ? !l.input_free : dclass_of(l.dtype) != DClass::Real) continue;
     budget -= element_count(l.values->shape);
     if (budget < 0) return std::nullopt;
     Shape grid;
@@ -95,6 +103,8 @@ std::vector<BlockMatch> BlockIndex::matches(const Valued& parallel) const {
     int64_t num = 0, den = 1;
     const uint64_t ratio = alg.div(first, ref.first);
     if (!Alg::small_rational(ratio, num, den)) continue;
+    // An input-free tensor is its input-free twin, not a multiple of it.
+    if (parallel.input_free && (!ref.logical->input_free || num != den)) continue;
     // Guard against a fingerprint collision: compare every element.
     const std::vector<uint64_t> lv = block_values(*ref.logical, shape_, ref.block);
     bool equal = true;

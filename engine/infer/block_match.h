@@ -17,11 +17,13 @@
 
 namespace shardproof::infer {
 
-// A tensor's values for matching: `index` is the caller's own numbering.
+// A tensor's values for matching: `index` is the caller's own numbering;
+// `input_free`: no input reaches it (input_free.h).
 struct Valued {
   int index = -1;
   DType dtype = DType::F32;
   const Tensor<uint64_t>* values = nullptr;
+  bool input_free = false;
 };
 
 // A parallel tensor's values are `scale_num / scale_den` times the block at
@@ -36,6 +38,16 @@ struct BlockMatch {
 // (masks, one-hots, positions and counts match other blocks by coincidence).
 bool informative(const std::vector<uint64_t>& values);
 
+// Whether a parallel tensor is matched at all: real and informative, or an
+// input-free mask that is not one value throughout (a causal mask: it can
+// equal only what it equals for every input, and it matches input-free
+// logical tensors only, exactly). Input-free integers and reals are not:
+// claimed, a position table (iota) becomes a free variable in the stages
+// that read it, and a one-hot or a shard offset built from it no longer
+// proves; a mask is only selected by, so both sides reading one claimed mask
+// agree whatever its values.
+bool worth_matching(const Valued& parallel);
+
 // The slice of the block at grid coordinate `block` of blocks shaped `shape`.
 SliceSpec block_slice(const Shape& shape, const std::vector<int64_t>& block);
 
@@ -43,12 +55,15 @@ SliceSpec block_slice(const Shape& shape, const std::vector<int64_t>& block);
 class BlockIndex {
  public:
   // Nullopt when indexing would take more than `budget` elements (which is
-  // reduced by what it takes).
+  // reduced by what it takes). `input_free`: the index for input-free
+  // tensors, of the input-free logical tensors alone (any dtype); otherwise
+  // of the real ones.
   static std::optional<BlockIndex> build(const std::vector<Valued>& logical, const Shape& shape,
-                                         int64_t& budget);
+                                         bool input_free, int64_t& budget);
 
   // Every indexed block that `parallel` (shaped like the blocks) equals up to
-  // a small rational factor.
+  // a small rational factor; an input-free tensor (from the input-free
+  // index), every block it equals exactly.
   std::vector<BlockMatch> matches(const Valued& parallel) const;
 
  private:

@@ -4,10 +4,10 @@
 #include <map>
 #include <set>
 
-
 #include "engine/core/tensor.h"
-#include "engine/infer/claim_choice.h"
 #include "engine/infer/block_match.h"
+#include "engine/infer/claim_choice.h"
+#include "engine/infer/input_free.h"
 #include "engine/infer/plan_values.h"
 #include "engine/infer/reduced_inference.h"
 #include "engine/ops/modular_algebra.h"
@@ -29,6 +29,26 @@ std::optional<PlanValues> evaluate(const Plan& plan, uint64_t seed) {
     }
   }
   return std::nullopt;
+}
+
+// An input-free tensor is claimed only when its claim's stage (a handful of
+// tensors its size) can be decided by exact evaluation (prove/
+// input_free_stage.h, up to ProverOptions::max_test_elements = 4,000,000).
+constexpr int64_t kMaxInputFreeTensor = 500'000;
+
+// One claim per tensor among the value matches; then those of the
+// input-free tensors (input_free.h), chosen apart so that they do not move
+// where the others cut (a claimed position table changes which logical
+// cone is smallest for what reads it).
+std::vector<InferredClaim> chosen_claims(const Plan& plan, const InferenceLimits& limits,
+                                         std::vector<std::vector<InferredClaim>> candidates) {
+  std::vector<InferredClaim> claims = choose_claims(
+      plan, input_free_candidates(plan, kMaxInputFreeTensor, limits.max_elements, candidates));
+  std::vector<InferredClaim> valued = choose_claims(plan, std::move(candidates));
+  claims.insert(claims.end(), valued.begin(), valued.end());
+  std::sort(claims.begin(), claims.end(),
+            [](const InferredClaim& a, const InferredClaim& b) { return a.parallel < b.parallel; });
+  return claims;
 }
 
 int64_t graph_elements(const Graph& g) {
@@ -54,7 +74,7 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
       result.skipped = why + "; the plan holds " + std::to_string(elements) +
                        " elements, over the " + std::to_string(limits.max_elements) +
                        " evaluated whole";
-    result.claims = choose_claims(plan, std::move(candidates));
+    result.claims = chosen_claims(plan, limits, std::move(candidates));
     return result;
   }
   std::optional<PlanValues> values = evaluate(plan, limits.seed);
@@ -66,8 +86,8 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
   std::vector<Valued> logical;
   for (size_t l = 0; l < plan.logical.tensors.size(); ++l)
     if (values->logical[l])
-      logical.push_back(Valued{static_cast<int>(l), plan.logical.tensors[l].dtype,
-                               &*values->logical[l]});
+      logical.push_back(
+          Valued{static_cast<int>(l), plan.logical.tensors[l].dtype, &*values->logical[l]});
   // Candidates: unclaimed real intermediates with informative values.
   std::map<Shape, std::vector<int>> by_shape;
   for (size_t t = 0; t < plan.parallel.tensors.size(); ++t) {
@@ -82,7 +102,8 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
   std::vector<std::vector<InferredClaim>> candidates(plan.parallel.tensors.size());
   int64_t budget = limits.max_elements;
   for (const auto& [shape, members] : by_shape) {
-    std::optional<BlockIndex> index = BlockIndex::build(logical, shape, budget);
+    std::optional<BlockIndex> index =
+        BlockIndex::build(logical, shape, /*input_free=*/false, budget);
     if (!index) {
       result.skipped = "matching would exceed the element budget";
       return result;
@@ -102,7 +123,7 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
       }
     }
   }
-  result.claims = choose_claims(plan, std::move(candidates));
+  result.claims = chosen_claims(plan, limits, std::move(candidates));
   return result;
 }
 

@@ -88,7 +88,8 @@ void stage_candidates(const Stage& stage, const std::vector<int>& candidates,
   for (int t : candidates)
     if (values[t] && informative(values[t]->data)) by_shape[stage.tensors[t].shape].push_back(t);
   for (const auto& [shape, members] : by_shape) {
-    std::optional<BlockIndex> index = BlockIndex::build(logical, shape, budget);
+    std::optional<BlockIndex> index =
+        BlockIndex::build(logical, shape, /*input_free=*/false, budget);
     if (!index) return;
     for (int t : members) {
       const StageTensor& pt = stage.tensors[static_cast<size_t>(t)];
@@ -106,9 +107,9 @@ void stage_candidates(const Stage& stage, const std::vector<int>& candidates,
         std::vector<InferredClaim>& known = out[static_cast<size_t>(pt.source)];
         bool seen = false;
         for (const InferredClaim& k : known)
-          seen = seen || (k.of.logical == claim.of.logical && k.of.slice == claim.of.slice &&
-                          k.of.scale_num == claim.of.scale_num &&
-                          k.of.scale_den == claim.of.scale_den);
+          seen = seen ||
+                 (k.of.logical == claim.of.logical && k.of.slice == claim.of.slice &&
+                  k.of.scale_num == claim.of.scale_num && k.of.scale_den == claim.of.scale_den);
         if (!seen) known.push_back(std::move(claim));
       }
     }

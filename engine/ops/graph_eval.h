@@ -3,6 +3,7 @@
 // rationals) and claim inference (residues) share it.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -14,12 +15,16 @@
 namespace shardproof {
 
 // `env` holds a value for each input tensor index; every op's outputs are
-// filled in. Throws what the operators throw (EvalError outside the domain).
+// filled in (with `only`, those of the ops it accepts, by op index: they
+// must read no tensor left out). Throws what the operators throw (EvalError
+// outside the domain).
 template <class Alg>
 void run_graph(Alg& alg, const Graph& g,
-               std::vector<std::optional<Tensor<typename Alg::Value>>>& env) {
+               std::vector<std::optional<Tensor<typename Alg::Value>>>& env,
+               const std::function<bool(int)>& only = {}) {
   const OpRegistry& registry = OpRegistry::instance();
   for (int index : g.topo_order) {
+    if (only && !only(index)) continue;
     const Op& op = g.ops[static_cast<size_t>(index)];
     OpCall call;
     call.op = op.op;

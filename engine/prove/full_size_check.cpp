@@ -7,6 +7,7 @@
 
 #include "engine/prove/counterexample.h"
 #include "engine/prove/full_size_witness.h"
+#include "engine/prove/input_free_stage.h"
 #include "engine/prove/stage_testing.h"
 #include "engine/stage/shape_reduction.h"
 
@@ -185,6 +186,12 @@ StageOutcome check_at_full_size(const Stage& full, const Stage& reduced, StageOu
                                 const ProverOptions& options, const FullSizeBudget& budget) {
   const auto start = Clock::now();
   const double before = outcome.seconds;
+  // Undecided, but reading no input: one exact evaluation decides it.
+  if (outcome.status == StageStatus::Unknown)
+    if (std::optional<StageOutcome> exact = decide_input_free(full, options.max_test_elements)) {
+      exact->seconds = before + std::chrono::duration<double>(Clock::now() - start).count();
+      return *exact;
+    }
   const bool too_large = outcome.status == StageStatus::Unknown &&
                          reduced.element_count() > options.max_stage_elements;
   if (!too_large && (!reduced.reduced || !shrunk(reduced))) return outcome;
