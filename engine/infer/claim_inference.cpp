@@ -36,19 +36,15 @@ std::optional<PlanValues> evaluate(const Plan& plan, uint64_t seed) {
 // input_free_stage.h, up to ProverOptions::max_test_elements = 4,000,000).
 constexpr int64_t kMaxInputFreeTensor = 500'000;
 
-// One claim per tensor among the value matches; then those of the
-// input-free tensors (input_free.h), chosen apart so that they do not move
-// where the others cut (a claimed position table changes which logical
-// cone is smallest for what reads it).
-std::vector<InferredClaim> chosen_claims(const Plan& plan, const InferenceLimits& limits,
-                                         std::vector<std::vector<InferredClaim>> candidates) {
-  std::vector<InferredClaim> claims = choose_claims(
-      plan, input_free_candidates(plan, kMaxInputFreeTensor, limits.max_elements, candidates));
+// The value matches' claims, one per tensor, with the masks' (chosen apart,
+// so that they never move where the others cut), by parallel tensor.
+std::vector<InferredClaim> with_masks(const Plan& plan, std::vector<InferredClaim> masks,
+                                      std::vector<std::vector<InferredClaim>> candidates) {
   std::vector<InferredClaim> valued = choose_claims(plan, std::move(candidates));
-  claims.insert(claims.end(), valued.begin(), valued.end());
-  std::sort(claims.begin(), claims.end(),
+  masks.insert(masks.end(), valued.begin(), valued.end());
+  std::sort(masks.begin(), masks.end(),
             [](const InferredClaim& a, const InferredClaim& b) { return a.parallel < b.parallel; });
-  return claims;
+  return masks;
 }
 
 int64_t graph_elements(const Graph& g) {
@@ -65,16 +61,22 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
     result.skipped = "a compact plan verified per class";
     return result;
   }
+  // Masks no input reaches first, matched on their own (input_free.h).
+  std::vector<InferredClaim> masks =
+      choose_claims(plan, input_free_candidates(plan, kMaxInputFreeTensor, limits.max_elements));
   const int64_t elements = graph_elements(plan.logical) + graph_elements(plan.parallel);
   if (elements > limits.max_elements) {
-    // Too large to evaluate whole: evaluate each stage at reduced size.
+    // Too large to evaluate whole: evaluate each stage at reduced size, on
+    // the plan cut at its masks (a mask's comparisons of positions keep the
+    // sequence lines of the stage that holds it whole, even for proposals).
     std::string why;
-    std::vector<std::vector<InferredClaim>> candidates = reduced_candidates(plan, limits, why);
+    std::vector<std::vector<InferredClaim>> candidates =
+        reduced_candidates(with_claims(plan, masks), limits, why);
     if (!why.empty())
       result.skipped = why + "; the plan holds " + std::to_string(elements) +
                        " elements, over the " + std::to_string(limits.max_elements) +
                        " evaluated whole";
-    result.claims = chosen_claims(plan, limits, std::move(candidates));
+    result.claims = with_masks(plan, std::move(masks), std::move(candidates));
     return result;
   }
   std::optional<PlanValues> values = evaluate(plan, limits.seed);
@@ -123,7 +125,7 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
       }
     }
   }
-  result.claims = chosen_claims(plan, limits, std::move(candidates));
+  result.claims = with_masks(plan, std::move(masks), std::move(candidates));
   return result;
 }
 

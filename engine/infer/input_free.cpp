@@ -56,15 +56,14 @@ std::vector<char> input_free_tensors(const Graph& g) {
   return free;
 }
 
-std::vector<std::vector<InferredClaim>> input_free_candidates(
-    const Plan& plan, int64_t max_tensor_elements, int64_t index_budget,
-    const std::vector<std::vector<InferredClaim>>& others) {
+std::vector<std::vector<InferredClaim>> input_free_candidates(const Plan& plan,
+                                                              int64_t max_tensor_elements,
+                                                              int64_t index_budget) {
   std::vector<std::vector<InferredClaim>> candidates(plan.parallel.tensors.size());
   const std::vector<char> parallel_free = input_free_tensors(plan.parallel);
   std::vector<int> wanted;
   for (size_t t = 0; t < plan.parallel.tensors.size(); ++t)
-    if (parallel_free[t] && (t >= others.size() || others[t].empty()) &&
-        !plan.parallel.tensors[t].of && plan.parallel.producer[t] >= 0)
+    if (parallel_free[t] && !plan.parallel.tensors[t].of && plan.parallel.producer[t] >= 0)
       wanted.push_back(static_cast<int>(t));
   if (wanted.empty()) return candidates;
   const auto logical_values =

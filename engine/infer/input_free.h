@@ -25,13 +25,13 @@ namespace shardproof::infer {
 // By tensor index: 1 when no graph input reaches the tensor.
 std::vector<char> input_free_tensors(const Graph& g);
 
-// For each unclaimed input-free parallel intermediate that `others` gives no
-// candidate (and that is not one value throughout), every input-free
-// logical block it equals exactly; by parallel tensor. Tensors over
-// `max_tensor_elements` are not evaluated (nor what reads them); the blocks
-// matched against take at most `index_budget` elements.
-std::vector<std::vector<InferredClaim>> input_free_candidates(
-    const Plan& plan, int64_t max_tensor_elements, int64_t index_budget,
-    const std::vector<std::vector<InferredClaim>>& others);
+// For each unclaimed input-free boolean parallel intermediate (that is not
+// one value throughout), every input-free logical block it equals exactly;
+// by parallel tensor. Tensors over `max_tensor_elements` are not evaluated
+// (nor what reads them); the blocks matched against take at most
+// `index_budget` elements.
+std::vector<std::vector<InferredClaim>> input_free_candidates(const Plan& plan,
+                                                              int64_t max_tensor_elements,
+                                                              int64_t index_budget);
 
 }  // namespace shardproof::infer
