@@ -84,10 +84,10 @@ json tensor(const json& shape, int rank = -1, json of = nullptr) {
 // missing (a bug).
 json ddp_plan(int dp, bool averaged = true, int local = 4, int in = 4, int out = 3) {
   const int rows = local * dp;
-  json lt = {{"x", tensor({rows, in})},    {"w", tensor({in, out})},    {"t", tensor({rows, out})},
-             {"z", tensor({rows, out})},   {"h", tensor({rows, out})},  {"d", tensor({rows, out})},
-             {"dh", tensor({rows, out})},  {"g", tensor({rows, out})},  {"dz", tensor({rows, out})},
-             {"dw", tensor({in, out})},    {"w_new", tensor({in, out})}};
+  json lt = {{"x", tensor({rows, in})},   {"w", tensor({in, out})},    {"t", tensor({rows, out})},
+             {"z", tensor({rows, out})},  {"h", tensor({rows, out})},  {"d", tensor({rows, out})},
+             {"dh", tensor({rows, out})}, {"g", tensor({rows, out})},  {"dz", tensor({rows, out})},
+             {"dw", tensor({in, out})},   {"w_new", tensor({in, out})}};
   auto step = [](const std::string& p, const std::string& mse) {
     return json::array(
         {{{"op", "matmul"}, {"in", {p + "x", p + "w"}}, {"out", {p + "z"}}},
@@ -144,16 +144,11 @@ json ddp_plan(int dp, bool averaged = true, int local = 4, int in = 4, int out =
 }
 
 Plan parse(const json& doc, const std::string& stem) {
-  ParseResult parsed = parse_plan_file(testing::write_temp_plan(doc, stem));
-  if (!parsed.plan) ADD_FAILURE() << (parsed.error ? parsed.error->to_string() : parsed.io_error);
-  return parsed.plan ? *parsed.plan : Plan{};
+  return testing::parse_doc(doc, stem);
 }
 
 VerifyOptions with_inference(ClaimInference mode) {
-  VerifyOptions options;
-  options.jobs = 2;
-  options.infer_claims = mode;
-  return options;
+  return testing::inference_options(mode);
 }
 
 // "r0.dh" -> "2 x dh[0:4, 0:3]"

@@ -33,8 +33,14 @@ json tensor(const json& shape, const char* dtype = "f32", int rank = -1, json of
 // columns: the diagonal masked too, a bug), y = where(mask, x, -10000).
 json masking_ops(const std::string& p, bool strict) {
   return json::array(
-      {{{"op", "iota"}, {"in", json::array()}, {"out", {p + "rows"}}, {"attrs", {{"shape", {kSeq, 1}}, {"dim", 0}}}},
-       {{"op", "iota"}, {"in", json::array()}, {"out", {p + "cols"}}, {"attrs", {{"shape", {1, kSeq}}, {"dim", 1}}}},
+      {{{"op", "iota"},
+        {"in", json::array()},
+        {"out", {p + "rows"}},
+        {"attrs", {{"shape", {kSeq, 1}}, {"dim", 0}}}},
+       {{"op", "iota"},
+        {"in", json::array()},
+        {"out", {p + "cols"}},
+        {"attrs", {{"shape", {1, kSeq}}, {"dim", 1}}}},
        {{"op", strict ? "gt" : "ge"}, {"in", {p + "rows", p + "cols"}}, {"out", {p + "mask"}}},
        {{"op", "const"},
         {"in", json::array()},
@@ -84,16 +90,11 @@ json causal_plan(int strict_rank, bool claim_masks) {
 }
 
 Plan parse(const json& doc, const std::string& stem) {
-  ParseResult parsed = parse_plan_file(testing::write_temp_plan(doc, stem));
-  if (!parsed.plan) ADD_FAILURE() << (parsed.error ? parsed.error->to_string() : parsed.io_error);
-  return parsed.plan ? *parsed.plan : Plan{};
+  return testing::parse_doc(doc, stem);
 }
 
 VerifyOptions options(ClaimInference mode) {
-  VerifyOptions o;
-  o.jobs = 2;
-  o.infer_claims = mode;
-  return o;
+  return testing::inference_options(mode);
 }
 
 // The trap: without a claim on the mask, the stage that applies it keeps

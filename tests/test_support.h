@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/format/plan_parser.h"
 #include "engine/verifier.h"
 
 namespace shardproof::testing {
@@ -26,6 +27,21 @@ inline Report verify_json(const nlohmann::json& plan, const std::string& stem = 
   VerifyOptions options;
   options.jobs = 2;
   return verify_plan_file(write_temp_plan(plan, stem), options);
+}
+
+// A plan document parsed as a file (a failure to parse fails the test).
+inline Plan parse_doc(const nlohmann::json& doc, const std::string& stem) {
+  ParseResult parsed = parse_plan_file(write_temp_plan(doc, stem));
+  if (!parsed.plan) ADD_FAILURE() << (parsed.error ? parsed.error->to_string() : parsed.io_error);
+  return parsed.plan ? *parsed.plan : Plan{};
+}
+
+// Two solver threads and the given claim inference.
+inline VerifyOptions inference_options(ClaimInference mode) {
+  VerifyOptions o;
+  o.jobs = 2;
+  o.infer_claims = mode;
+  return o;
 }
 
 // Readable failure output: the whole report as text.

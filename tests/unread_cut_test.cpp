@@ -132,16 +132,11 @@ json read_cut_plan(bool no_twin = false) {
 }
 
 Plan parse(const json& doc, const std::string& stem) {
-  ParseResult parsed = parse_plan_file(testing::write_temp_plan(doc, stem));
-  if (!parsed.plan) ADD_FAILURE() << (parsed.error ? parsed.error->to_string() : parsed.io_error);
-  return parsed.plan ? *parsed.plan : Plan{};
+  return testing::parse_doc(doc, stem);
 }
 
 VerifyOptions options(ClaimInference mode = ClaimInference::Auto) {
-  VerifyOptions o;
-  o.jobs = 2;
-  o.infer_claims = mode;
-  return o;
+  return testing::inference_options(mode);
 }
 
 // The stage unit claiming logical tensor `name`.
@@ -308,8 +303,7 @@ TEST(UnreadCut, ACutTheStageReadsIsDefinedFromAnotherCutThroughTransposes) {
 }
 
 TEST(UnreadCut, ATransposedTwinMultipliedByTheWrongValueIsStillFound) {
-  const Report r =
-      verify_plan(parse(transposed_twin_plan(true), "transposed-twin-bug"), options());
+  const Report r = verify_plan(parse(transposed_twin_plan(true), "transposed-twin-bug"), options());
   ASSERT_EQ(r.verdict, Verdict::NotEquivalent) << testing::explain(r);
   EXPECT_EQ(r.findings[0].tensor, "y") << testing::explain(r);
 }
