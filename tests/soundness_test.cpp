@@ -274,6 +274,38 @@ TEST(Soundness, ContradictoryAssumptionsAreUnknown) {
       {"outputs", {"p.y"}}};
   Report r = verify_json(plan(logical, parallel), "vacuous");
   EXPECT_EQ(r.verdict, Verdict::Unknown) << explain(r);
+  // The reason names the op (a softmax over a row masked everywhere
+  // captured from torch: NaN there), not only "assumptions contradict".
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_NE(r.findings[0].message.find("logical op y divides by zero for every input"),
+            std::string::npos)
+      << explain(r);
+  EXPECT_EQ(r.findings[0].tensor, "y");
+}
+
+// The same division on the parallel side only: the logical step is defined,
+// the rank's is not (NaN in torch). Still no proof, and the rank's op is named.
+TEST(Soundness, AParallelOpDividingByZeroEverywhereIsUnknownAndNamed) {
+  json logical = {{"tensors", {{"x", tensor({2})}, {"y", tensor({2})}}},
+                  {"inputs", {"x"}},
+                  {"ops", {op("y", "neg", {"x"}, {"y"})}},
+                  {"outputs", {"y"}}};
+  json parallel = {{"world", 1},
+                   {"tensors",
+                    {{"p.x", ptensor({2}, 0, {{"tensor", "x"}})},
+                     {"p.z", ptensor({2}, 0)},
+                     {"p.y", ptensor({2}, 0, {{"tensor", "y"}})}}},
+                   {"inputs", {"p.x"}},
+                   {"ops",
+                    {op("zero", "sub", {"p.x", "p.x"}, {"p.z"}),
+                     op("nan", "div", {"p.x", "p.z"}, {"p.y"})}},
+                   {"outputs", {"p.y"}}};
+  Report r = verify_json(plan(logical, parallel), "vacuous-parallel");
+  EXPECT_EQ(r.verdict, Verdict::Unknown) << explain(r);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_NE(r.findings[0].message.find("parallel op"), std::string::npos) << explain(r);
+  ASSERT_EQ(r.findings[0].ops.size(), 1u) << explain(r);
+  EXPECT_NE(r.findings[0].ops[0].find("nan"), std::string::npos) << explain(r);
 }
 
 // ---------------------------------------------------------------- integer positions

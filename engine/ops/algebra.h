@@ -83,6 +83,18 @@ class ConcreteAlgebra {
   size_t max_bits_;
 };
 
+// `e` in sum-of-monomials normal form, so that terms equal as polynomials
+// become one term (a difference that cancels becomes 0). Expanding products
+// of long sums (scores over a layer norm's outputs) can take longer than
+// any proof, so past `max_steps` rewrites `e` is only simplified: equal,
+// just not normal.
+constexpr unsigned kNormalFormSteps = 2'000'000;
+// A maximum's leaves are normalised only while small: a rewrite step can
+// multiply two long sums, so steps do not bound the time, and a stage whose
+// scores sit on a layer norm spent minutes normalising thousands of leaves.
+constexpr size_t kLeafNormalFormNodes = 400;
+z3::expr normal_form(const z3::expr& e, unsigned max_steps = kNormalFormSteps);
+
 // Symbolic algebra over one z3::context. Collects the side conditions that
 // operations need: assumptions (nonzero denominators, valid input indices)
 // and obligations (a computed index must be provably in range).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/ops/algebra.h"
@@ -103,19 +104,47 @@ V Z3Algebra::minimum_of(const std::vector<V>& terms) {
   return extreme_of(false, terms);
 }
 
+z3::expr normal_form(const z3::expr& e, unsigned max_steps) {
+  z3::params som(e.ctx());
+  som.set("som", true);
+  som.set("max_steps", max_steps);
+  try {
+    return e.simplify(som);
+  } catch (const z3::exception&) {  // "max. steps exceeded"
+    return e.simplify();
+  }
+}
+
+namespace {
+
+// Whether `e`'s DAG has more than `limit` distinct nodes (stops counting there).
+bool larger_than(const z3::expr& e, size_t limit) {
+  std::unordered_set<unsigned> seen;
+  std::vector<z3::expr> todo = {e};
+  while (!todo.empty()) {
+    z3::expr t = todo.back();
+    todo.pop_back();
+    if (!seen.insert(t.id()).second) continue;
+    if (seen.size() > limit) return true;
+    if (t.is_app())
+      for (unsigned i = 0; i < t.num_args(); ++i) todo.push_back(t.arg(i));
+  }
+  return false;
+}
+
+}  // namespace
+
 V Z3Algebra::extreme_of(bool is_max, const std::vector<V>& terms) {
   std::unordered_map<unsigned, std::vector<V>>& known = extreme_leaves_[is_max ? 0 : 1];
   // Leaves in sum-of-monomials form, so equal leaves are one term and sort
   // the same on both sides of a claim: sorting raw terms by id followed
   // creation order, and a shared context made that differ between the
   // logical and the parallel maximum.
-  z3::params som(ctx_);
-  som.set("som", true);
   std::vector<V> leaves;
   for (const V& t : terms) {
     auto it = known.find(t.id());
     if (it == known.end()) {
-      leaves.push_back(t.simplify(som));
+      leaves.push_back(larger_than(t, kLeafNormalFormNodes) ? t.simplify() : normal_form(t));
     } else {
       leaves.insert(leaves.end(), it->second.begin(), it->second.end());
     }

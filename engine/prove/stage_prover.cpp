@@ -151,9 +151,7 @@ std::optional<StageOutcome> decided_by_testing(const Stage& stage, const ProverO
 class Prover {
  public:
   Prover(const Stage& stage, const ProverOptions& options)
-      : stage_(stage), options_(options), alg_(ctx_), som_(ctx_) {
-    som_.set("som", true);  // sum-of-monomials: differences that cancel become 0
-  }
+      : stage_(stage), options_(options), alg_(ctx_) {}
 
   // The solver's part: testing (decided_by_testing) found nothing.
   StageOutcome run() {
@@ -164,8 +162,14 @@ class Prover {
       if (t >= 0 && stage_.tensors[t].logical_input) alg_.trust_as_index(v);
       return v;
     };
-    StageValues<Z3Algebra> values = evaluate_stage<Z3Algebra>(alg_, stage_, leaf);
+    std::vector<const StageOp*> assumed_by;  // the op that recorded each assumption
+    auto record = [&](const StageOp& op) {
+      assumed_by.resize(alg_.assumptions().size(), &op);
+    };
+    StageValues<Z3Algebra> values = evaluate_stage<Z3Algebra>(alg_, stage_, leaf, record);
     values_ = &values;
+    if (const StageOp* op = divides_by_zero_everywhere(assumed_by))
+      return undefined_everywhere(out, *op);
     bool any_unsat = false;
     for (const ClaimChecks<z3::expr>& claim : build_claims(alg_, stage_, values)) {
       if (!claim.missing.empty()) return unknown(out, claim.label + ": " + claim.missing);
@@ -205,7 +209,7 @@ class Prover {
     std::vector<const ElementCheck<z3::expr>*> pending;
     for (const ElementCheck<z3::expr>& check : claim.checks) {
       std::optional<z3::expr> difference;
-      if (!check.parallel.is_bool()) difference = (check.parallel - check.logical).simplify(som_);
+      if (!check.parallel.is_bool()) difference = normal_form(check.parallel - check.logical);
       z3::expr neq =
           difference ? (*difference != 0).simplify() : (check.parallel != check.logical).simplify();
       if (neq.is_false() || proven_.count(neq.id())) continue;
@@ -244,6 +248,29 @@ class Prover {
     z3::model model = solver.get_model();
     out.status = StageStatus::Refuted;
     return refute(out, claim, pending, model) ? ClaimResult::Refuted : ClaimResult::Stop;
+  }
+
+  // The first op whose denominator normalises to 0: it divides by zero for
+  // every input, so every query of the stage would be vacuous. Checked
+  // before the claims, whose differences can take the normaliser long on
+  // such a stage (0/0 terms do not cancel).
+  const StageOp* divides_by_zero_everywhere(const std::vector<const StageOp*>& assumed_by) {
+    const std::vector<z3::expr>& assumptions = alg_.assumptions();
+    for (size_t i = 0; i < assumptions.size() && i < assumed_by.size(); ++i)
+      if (assumptions[i].simplify().is_false()) return assumed_by[i];
+    return nullptr;
+  }
+
+  StageOutcome& undefined_everywhere(StageOutcome& out, const StageOp& op) {
+    unknown(out, std::string(op.parallel ? "the parallel" : "the logical") + " op " +
+                     op.display_name +
+                     " divides by zero for every input (torch computes NaN or inf there: a "
+                     "softmax over a row masked everywhere?); the plan contract assumes "
+                     "denominators nonzero, so this stage has nothing to prove");
+    Finding& f = out.findings.back();
+    if (op.parallel) f.ops = {op.display_name};
+    else if (!op.out.empty()) f.tensor = stage_.tensors[op.out.front()].name;
+    return out;
   }
 
   // Whether every computed index is in range (a finding in `out` when not);
@@ -301,7 +328,7 @@ class Prover {
       }
       z3::expr neq = differs[i];
       if (differences[i]) {
-        const z3::expr d = (sub.apply(pending[i]->parallel) - pending[i]->logical).simplify(som_);
+        const z3::expr d = normal_form(sub.apply(pending[i]->parallel) - pending[i]->logical);
         if (is_zero_numeral(d) || parts_unsat(parts, d, out, *left)) continue;
         neq = d != 0;
       } else if (!sub.from.empty()) {
@@ -544,7 +571,6 @@ class Prover {
   std::shared_ptr<z3::context> lease_ = lease_thread_context();  // outlives every term
   z3::context& ctx_ = *lease_;
   Z3Algebra alg_;
-  z3::params som_;  // simplify's parameters for a claim's differences
   const StageValues<Z3Algebra>* values_ = nullptr;  // the stage's terms, once evaluated
   std::optional<Substitution> sweep_;
   std::optional<z3::solver> scratch_;  // small_query's incremental solver

@@ -62,8 +62,6 @@ Substitution sweep_stage(const Stage& stage, const StageValues<Z3Algebra>& symbo
     for (size_t i = 0; i < v.size(); ++i)
       if (informative(v[i])) logical.emplace(v[i], symbolic[t]->data[i]);
   }
-  z3::params som(ctx);
-  som.set("som", true);
   for (const StageOp& op : stage.ops) {
     if (!op.parallel) continue;
     for (int out : op.out) {
@@ -77,7 +75,7 @@ Substitution sweep_stage(const Stage& stage, const StageValues<Z3Algebra>& symbo
         const z3::expr& term = symbolic[t]->data[i];
         if (z3::eq(term, match->second)) continue;
         if (std::chrono::steady_clock::now() > deadline) return sub;
-        const z3::expr difference = (sub.apply(term) - match->second).simplify(som);
+        const z3::expr difference = normal_form(sub.apply(term) - match->second);
         if (is_zero_numeral(difference) || (!difference.is_numeral() && proves_zero(difference))) {
           sub.from.push_back(term);
           sub.to.push_back(match->second);

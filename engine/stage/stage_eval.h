@@ -64,11 +64,14 @@ Tensor<typename Alg::Value> scaled_by(Alg& alg, Tensor<typename Alg::Value> valu
 template <class Alg>
 using StageValues = std::vector<std::optional<Tensor<typename Alg::Value>>>;
 
-// `leaf(name, cls)` gives the value of a named leaf variable.
+// `leaf(name, cls)` gives the value of a named leaf variable; `after_op`,
+// when given, is called after each op has run (the prover uses it to tell
+// which op recorded an assumption).
 template <class Alg>
 StageValues<Alg> evaluate_stage(
     Alg& alg, const Stage& stage,
-    const std::function<typename Alg::Value(const std::string&, DClass)>& leaf) {
+    const std::function<typename Alg::Value(const std::string&, DClass)>& leaf,
+    const std::function<void(const StageOp&)>& after_op = {}) {
   using V = typename Alg::Value;
   StageValues<Alg> values(stage.tensors.size());
   // Logical free tensors first: parallel claims read them.
@@ -107,6 +110,7 @@ StageValues<Alg> evaluate_stage(
       }
       std::vector<Tensor<V>> outputs = def->eval(alg, call, inputs);
       for (size_t k = 0; k < op.out.size(); ++k) values[op.out[k]] = std::move(outputs[k]);
+      if (after_op) after_op(op);
     }
   };
   // The logical side first: parallel claims may read computed logical tensors

@@ -1,7 +1,7 @@
 """Programs written the way users write them (tests/programs/): a Llama-style block with -inf
 masks, fused projections and RoPE buffers; nanoGPT's own model code; context-parallel
-attention. Each correct program is equivalent; each bug is not equivalent, with a finding at
-the program's own files."""
+attention; einsum attention with a `torch.where(triu, -inf)` mask. Each correct program is
+equivalent; each bug is not equivalent, with a finding at the program's own files."""
 import json
 import os
 
@@ -35,6 +35,8 @@ CASES = [
     ("token_classifier", "dp=2", "no-average", 1, "grad:"),
     ("token_classifier", "dp=2", "hook-skips-bias", 1, "grad:"),
     ("broadcast_param", "dp=2", "no-average", 1, "grad:"),
+    ("einsum_attention", "dp=2,tp=2", None, 0, None),
+    ("einsum_attention", "dp=2,tp=2", "no-forward-reduce", 1, "grad:"),
 ]
 
 
@@ -56,6 +58,29 @@ def test_program_verdict(program, mesh, bug, expected, tensor, tmp_path, shardpr
     here = os.path.join("programs", program)
     places = [s.get("file", "") for f in findings for s in f.get("sources", [])]
     assert any(here in p for p in places), places
+
+
+def test_softmax_row_masked_everywhere_is_unknown_naming_the_softmax(tmp_path, shardproof_bin):
+    """`triu(diagonal=0)` masks each position itself too: row 0 of the scores is -inf
+    everywhere and torch's softmax gives NaN there, in the single-device step as on the ranks.
+    Nothing can be proven (the contract assumes denominators nonzero): the answer is unknown,
+    in seconds, naming the softmax's line. It used to run for more than 900 s."""
+    plan = tmp_path / "einsum_attention-mask-diagonal.json"
+    rc, err = capture_harness(os.path.join(PROGRAMS, "einsum_attention", "harness.py"), plan,
+                              bug_env("mask-diagonal"))
+    assert rc == 0, err
+    rc, report = verify_plan(shardproof_bin, plan, timeout=300)
+    assert rc == 3, json.dumps(report)[-3000:]
+    assert report["verdict"] == "unknown"
+    findings = [f for f in report["findings"] if "divides by zero for every input" in
+                f.get("message", "")]
+    assert findings, json.dumps(report)[-3000:]
+    lines = {(os.path.basename(s["file"]), s["line"]) for f in findings
+             for s in f.get("sources", [])}
+    softmax_line = next(i for i, text in enumerate(
+        open(os.path.join(PROGRAMS, "einsum_attention", "harness.py")), 1)
+        if "F.softmax(" in text)
+    assert ("harness.py", softmax_line) in lines, lines
 
 
 def test_broadcast_parameter_keeps_inferred_claims(tmp_path, shardproof_bin):
