@@ -290,16 +290,16 @@ TEST(Soundness, AParallelOpDividingByZeroEverywhereIsUnknownAndNamed) {
                   {"inputs", {"x"}},
                   {"ops", {op("y", "neg", {"x"}, {"y"})}},
                   {"outputs", {"y"}}};
-  json parallel = {{"world", 1},
-                   {"tensors",
-                    {{"p.x", ptensor({2}, 0, {{"tensor", "x"}})},
-                     {"p.z", ptensor({2}, 0)},
-                     {"p.y", ptensor({2}, 0, {{"tensor", "y"}})}}},
-                   {"inputs", {"p.x"}},
-                   {"ops",
-                    {op("zero", "sub", {"p.x", "p.x"}, {"p.z"}),
-                     op("nan", "div", {"p.x", "p.z"}, {"p.y"})}},
-                   {"outputs", {"p.y"}}};
+  json parallel = {
+      {"world", 1},
+      {"tensors",
+       {{"p.x", ptensor({2}, 0, {{"tensor", "x"}})},
+        {"p.z", ptensor({2}, 0)},
+        {"p.y", ptensor({2}, 0, {{"tensor", "y"}})}}},
+      {"inputs", {"p.x"}},
+      {"ops",
+       {op("zero", "sub", {"p.x", "p.x"}, {"p.z"}), op("nan", "div", {"p.x", "p.z"}, {"p.y"})}},
+      {"outputs", {"p.y"}}};
   Report r = verify_json(plan(logical, parallel), "vacuous-parallel");
   EXPECT_EQ(r.verdict, Verdict::Unknown) << explain(r);
   ASSERT_FALSE(r.findings.empty());

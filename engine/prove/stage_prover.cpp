@@ -163,9 +163,7 @@ class Prover {
       return v;
     };
     std::vector<const StageOp*> assumed_by;  // the op that recorded each assumption
-    auto record = [&](const StageOp& op) {
-      assumed_by.resize(alg_.assumptions().size(), &op);
-    };
+    auto record = [&](const StageOp& op) { assumed_by.resize(alg_.assumptions().size(), &op); };
     StageValues<Z3Algebra> values = evaluate_stage<Z3Algebra>(alg_, stage_, leaf, record);
     values_ = &values;
     if (const StageOp* op = divides_by_zero_everywhere(assumed_by))
@@ -268,8 +266,10 @@ class Prover {
                      "softmax over a row masked everywhere?); the plan contract assumes "
                      "denominators nonzero, so this stage has nothing to prove");
     Finding& f = out.findings.back();
-    if (op.parallel) f.ops = {op.display_name};
-    else if (!op.out.empty()) f.tensor = stage_.tensors[op.out.front()].name;
+    if (op.parallel)
+      f.ops = {op.display_name};
+    else if (!op.out.empty())
+      f.tensor = stage_.tensors[op.out.front()].name;
     return out;
   }
 
@@ -573,8 +573,8 @@ class Prover {
   Z3Algebra alg_;
   const StageValues<Z3Algebra>* values_ = nullptr;  // the stage's terms, once evaluated
   std::optional<Substitution> sweep_;
-  std::optional<z3::solver> scratch_;  // small_query's incremental solver
-  std::unordered_set<unsigned> proven_;     // remember_proven
+  std::optional<z3::solver> scratch_;    // small_query's incremental solver
+  std::unordered_set<unsigned> proven_;  // remember_proven
   std::vector<z3::expr> proven_terms_;
 };
 
