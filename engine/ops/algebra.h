@@ -83,17 +83,13 @@ class ConcreteAlgebra {
   size_t max_bits_;
 };
 
-// `e` in sum-of-monomials normal form, so that terms equal as polynomials
-// become one term (a difference that cancels becomes 0). Expanding products
-// of long sums (scores over a layer norm's outputs) can take longer than
-// any proof, so past `max_steps` rewrites `e` is only simplified: equal,
-// just not normal.
+// Bounds of Z3Algebra::normal_form: expanding products of long sums
+// (scores over a layer norm's outputs) can take longer than any proof.
 constexpr unsigned kNormalFormSteps = 2'000'000;
 // A maximum's leaves are normalised only while small: a rewrite step can
 // multiply two long sums, so steps do not bound the time, and a stage whose
 // scores sit on a layer norm spent minutes normalising thousands of leaves.
 constexpr size_t kLeafNormalFormNodes = 400;
-z3::expr normal_form(const z3::expr& e, unsigned max_steps = kNormalFormSteps);
 
 // Symbolic algebra over one z3::context. Collects the side conditions that
 // operations need: assumptions (nonzero denominators, valid input indices)
@@ -101,7 +97,10 @@ z3::expr normal_form(const z3::expr& e, unsigned max_steps = kNormalFormSteps);
 class Z3Algebra {
  public:
   using Value = z3::expr;
-  explicit Z3Algebra(z3::context& ctx) : ctx_(ctx) {}
+  explicit Z3Algebra(z3::context& ctx) : ctx_(ctx), normal_form_params_(ctx) {
+    normal_form_params_.set("som", true);
+    normal_form_params_.set("max_steps", kNormalFormSteps);
+  }
 
   z3::context& ctx() { return ctx_; }
   // A fresh variable of the class's sort.
@@ -145,6 +144,12 @@ class Z3Algebra {
   // obligation that the proof must discharge.
   Value pick(const Value& index, const std::vector<Value>& candidates);
 
+  // `e` in sum-of-monomials normal form, so that terms equal as polynomials
+  // become one term (a difference that cancels becomes 0); past
+  // kNormalFormSteps rewrites only simplified: equal, just not normal.
+  Value normal_form(const Value& e) const;
+  z3::context& context() const { return ctx_; }
+
   const std::vector<Value>& assumptions() const { return assumptions_; }
   const std::vector<Value>& obligations() const { return obligations_; }
   // The uninterpreted functions created so far, by name.
@@ -152,6 +157,8 @@ class Z3Algebra {
 
  private:
   z3::context& ctx_;
+  // Made once: simplify re-validates its parameters by name on every call.
+  z3::params normal_form_params_;
   std::set<unsigned> trusted_;
   bool trusting_ = true;
   std::vector<Value> assumptions_;

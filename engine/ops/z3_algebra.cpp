@@ -104,12 +104,9 @@ V Z3Algebra::minimum_of(const std::vector<V>& terms) {
   return extreme_of(false, terms);
 }
 
-z3::expr normal_form(const z3::expr& e, unsigned max_steps) {
-  z3::params som(e.ctx());
-  som.set("som", true);
-  som.set("max_steps", max_steps);
+V Z3Algebra::normal_form(const V& e) const {
   try {
-    return e.simplify(som);
+    return e.simplify(normal_form_params_);
   } catch (const z3::exception&) {  // "max. steps exceeded"
     return e.simplify();
   }

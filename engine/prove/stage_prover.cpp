@@ -207,7 +207,7 @@ class Prover {
     std::vector<const ElementCheck<z3::expr>*> pending;
     for (const ElementCheck<z3::expr>& check : claim.checks) {
       std::optional<z3::expr> difference;
-      if (!check.parallel.is_bool()) difference = normal_form(check.parallel - check.logical);
+      if (!check.parallel.is_bool()) difference = alg_.normal_form(check.parallel - check.logical);
       z3::expr neq =
           difference ? (*difference != 0).simplify() : (check.parallel != check.logical).simplify();
       if (neq.is_false() || proven_.count(neq.id())) continue;
@@ -328,7 +328,7 @@ class Prover {
       }
       z3::expr neq = differs[i];
       if (differences[i]) {
-        const z3::expr d = normal_form(sub.apply(pending[i]->parallel) - pending[i]->logical);
+        const z3::expr d = alg_.normal_form(sub.apply(pending[i]->parallel) - pending[i]->logical);
         if (is_zero_numeral(d) || parts_unsat(parts, d, out, *left)) continue;
         neq = d != 0;
       } else if (!sub.from.empty()) {
@@ -362,7 +362,7 @@ class Prover {
       const unsigned budget = *left == 0 ? slice : std::min(*left, slice);
       return small_query(parts, difference != 0, out, budget) == z3::unsat;
     };
-    sweep_.emplace(sweep_stage(stage_, *values_, ctx_, proves_zero, deadline));
+    sweep_.emplace(sweep_stage(stage_, *values_, alg_, proves_zero, deadline));
     return *sweep_;
   }
 

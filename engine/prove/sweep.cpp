@@ -45,10 +45,10 @@ bool informative(uint64_t v) {
 }  // namespace
 
 Substitution sweep_stage(const Stage& stage, const StageValues<Z3Algebra>& symbolic,
-                         z3::context& ctx,
+                         const Z3Algebra& alg,
                          const std::function<bool(const z3::expr& difference)>& proves_zero,
                          std::chrono::steady_clock::time_point deadline) {
-  Substitution sub(ctx);
+  Substitution sub(alg.context());
   const std::optional<StageValues<M>> values = residues(stage);
   if (!values) return sub;
 
@@ -75,7 +75,7 @@ Substitution sweep_stage(const Stage& stage, const StageValues<Z3Algebra>& symbo
         const z3::expr& term = symbolic[t]->data[i];
         if (z3::eq(term, match->second)) continue;
         if (std::chrono::steady_clock::now() > deadline) return sub;
-        const z3::expr difference = normal_form(sub.apply(term) - match->second);
+        const z3::expr difference = alg.normal_form(sub.apply(term) - match->second);
         if (is_zero_numeral(difference) || (!difference.is_numeral() && proves_zero(difference))) {
           sub.from.push_back(term);
           sub.to.push_back(match->second);

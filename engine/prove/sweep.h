@@ -51,7 +51,7 @@ struct Substitution {
 // `proves_zero(d)` answers whether d == 0 holds under the stage's
 // assumptions (a solver query); the sweep stops at `deadline`.
 Substitution sweep_stage(const Stage& stage, const StageValues<Z3Algebra>& symbolic,
-                         z3::context& ctx,
+                         const Z3Algebra& alg,
                          const std::function<bool(const z3::expr& difference)>& proves_zero,
                          std::chrono::steady_clock::time_point deadline);
 
