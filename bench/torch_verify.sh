@@ -5,7 +5,9 @@
 # capture is taken from the cache's kept captures, docs/torch-harness.md), and
 # after a mesh change (dp=2,tp=2 verified first, then dp=4,tp=2: only the
 # new stages are solved). Also the capture alone. Prints a Markdown table;
-# each row is the best of RUNS runs (the machine may be busy).
+# each row is the best of RUNS runs (the machine may be busy). Cold runs
+# start without the capture server (cli/capture_server.h), as a first verify
+# does; the capture-only row and the runs after the first use it.
 #
 #   bench/torch_verify.sh
 #   HARNESS=examples/torch/mlp/harness.py MESH=dp=2,tp=2 MESH2=dp=2,tp=4 bench/torch_verify.sh
@@ -54,7 +56,14 @@ stats() {  # "verdict | stages | solved | shared proofs | cached" of the last re
 print(" | ".join([r["verdict"]] + [str(s.get(k, "-")) for k in ("stages", "solved", "shared_proofs", "cached")]))' "$work/out.json"
 }
 best() { printf '%s\n' "$@" | sort -n | head -1; }
-fresh() { "$cli" daemon stop >/dev/null 2>&1 || true; "$cli" cache clear >/dev/null; "$cli" daemon start >/dev/null; }
+# Cold: no daemon, an empty cache, and no capture server (a server whose
+# socket is gone exits; the next capture runs the interpreter and starts one).
+fresh() {
+  "$cli" daemon stop >/dev/null 2>&1 || true
+  rm -f "$XDG_RUNTIME_DIR"/shardproof/capture-*.sock
+  "$cli" cache clear >/dev/null
+  "$cli" daemon start >/dev/null
+}
 
 capture=()
 for _ in $(seq "$RUNS"); do capture+=("$(seconds "$cli" capture "$HARNESS" --mesh "$MESH" -o "$work/plan.json")"); done

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cache/cache_location.h"
+#include "cli/capture_server.h"
 #include "cli/plan_verifier.h"
 #include "hooks/process.h"
 
@@ -103,7 +104,9 @@ CaptureOutcome capture_harness(const std::string& harness, const std::string& me
     const std::string old = env_or("PYTHONPATH", "");
     options.env.push_back("PYTHONPATH=" + dir + (old.empty() ? "" : ":" + old));
   }
-  hooks::ProcessResult r = hooks::run_process(argv, options);
+  std::optional<hooks::ProcessResult> served =
+      capture_in_server(python, std::vector<std::string>(argv.begin() + 3, argv.end()), options);
+  hooks::ProcessResult r = served ? std::move(*served) : hooks::run_process(argv, options);
   CaptureOutcome out;
   out.message = trim(r.err);
   if (r.exit_code == 0 || r.exit_code == 2) {

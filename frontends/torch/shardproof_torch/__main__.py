@@ -1,4 +1,5 @@
 """`python3 -m shardproof_torch capture HARNESS.py [--mesh dp=2,tp=4] [-o plan.json]`
+`python3 -m shardproof_torch serve --socket PATH` (the capture server, server.py)
 
 Exit codes: 0 captured; 2 invalid harness or a program that cannot be captured (one line
 `file:line: [rule] text` on stderr); 4 internal error."""
@@ -45,11 +46,17 @@ def parser():
                    "read are unchanged (capture_cache.py); the CLI passes its cache's "
                    "captures/")
     c._parser_class = _Parser
+    v = sub.add_parser("serve", help="keep torch imported and fork each capture from this "
+                       "process (server.py; `shardproof verify H.py` starts it)")
+    v.add_argument("--socket", required=True, help="the Unix socket to listen on")
     return p
 
 
 def main(argv=None):
     args = parser().parse_args(argv)
+    if args.command == "serve":
+        from .server import serve
+        return serve(args.socket)
     from .driver import Capture
     from .mesh import parse_mesh_override
     try:
