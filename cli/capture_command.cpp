@@ -14,10 +14,8 @@ namespace shardproof::cli {
 CLI::App* add_capture_command(CLI::App& app, CaptureArgs& args) {
   CLI::App* cmd = app.add_subcommand(
       "capture", "Capture a PyTorch training step (a harness file, .py) into a plan");
-  cmd->add_option("harness", args.harness, "The harness file (docs/torch-harness.md)")
-      ->required();
-  cmd->add_option("--mesh", args.mesh,
-                  "Mesh sizes overriding the harness's MESH, e.g. dp=2,tp=4");
+  cmd->add_option("harness", args.harness, "The harness file (docs/torch-harness.md)")->required();
+  cmd->add_option("--mesh", args.mesh, "Mesh sizes overriding the harness's MESH, e.g. dp=2,tp=4");
   cmd->add_option("--output,-o", args.output, "Plan file to write (-: stdout)")
       ->capture_default_str();
   return cmd;
@@ -28,6 +26,7 @@ int run_capture(const CaptureArgs& args) {
   const bool to_stdout = args.output == "-";
   const std::string plan = to_stdout ? dir.path() + "/plan.json" : args.output;
   const CaptureOutcome outcome = capture_harness(args.harness, args.mesh, plan);
+  if (outcome.start_capture_server && outcome.exit_code != 4) outcome.start_capture_server();
   if (!outcome.message.empty()) std::cerr << outcome.message << "\n";
   if (outcome.exit_code != 0) {
     if (outcome.exit_code != 2 && outcome.message.empty())

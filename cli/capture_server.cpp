@@ -60,8 +60,8 @@ int connect_to(const std::string& path) {
 
 // Starts `python -m shardproof_torch serve --socket PATH` detached (its own
 // session, not our child), with the capture's environment.
-void start_server(const std::string& python, const std::string& path,
-                  const std::map<std::string, std::string>& env, const std::string& log) {
+void start_detached(const std::string& python, const std::string& path,
+                    const std::map<std::string, std::string>& env, const std::string& log) {
   std::vector<std::string> strings;
   for (const auto& [k, v] : env) strings.push_back(k + "=" + v);
   std::vector<char*> envp;
@@ -181,25 +181,29 @@ std::optional<hooks::ProcessResult> ask(int sock, const std::string& python,
 
 }  // namespace
 
-std::optional<hooks::ProcessResult> capture_in_server(const std::string& python,
-                                                      const std::vector<std::string>& args,
-                                                      const hooks::ProcessOptions& options) {
+hooks::ProcessResult capture_through_server(const std::string& python,
+                                            const std::vector<std::string>& args,
+                                            const hooks::ProcessOptions& options,
+                                            const std::function<hooks::ProcessResult()>& direct,
+                                            std::function<void()>* start_server) {
   if (const char* off = std::getenv("SHARDPROOF_CAPTURE_SERVER"); off && std::string(off) == "0")
-    return std::nullopt;
+    return direct();
   const std::string dir = daemon::state_dir();
-  if (!daemon::prepare_state_dir(dir).ok()) return std::nullopt;
+  if (!daemon::prepare_state_dir(dir).ok()) return direct();
   const std::map<std::string, std::string> env = child_env(options.env);
   const std::string path = socket_path(dir, python, env);
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) return std::nullopt;
-  const int sock = connect_to(path);
-  bool stale = false;
-  std::optional<hooks::ProcessResult> result;
-  if (sock >= 0) {
-    result = ask(sock, python, args, options, env, &stale);
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) return direct();
+  if (const int sock = connect_to(path); sock >= 0) {
+    bool stale = false;
+    std::optional<hooks::ProcessResult> served = ask(sock, python, args, options, env, &stale);
     close(sock);
+    if (served) return std::move(*served);
+    if (!stale) return direct();  // a server that did not answer: it may still be busy
   }
-  if (sock < 0 || stale) start_server(python, path, env, dir + "/capture-server.log");
-  return result;
+  *start_server = [python, path, env, log = dir + "/capture-server.log"] {
+    start_detached(python, path, env, log);
+  };
+  return direct();
 }
 
 }  // namespace shardproof::cli

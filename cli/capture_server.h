@@ -7,6 +7,7 @@
 // staleness rules: docs/torch-harness.md, "Capture server".
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,12 +17,16 @@
 namespace shardproof::cli {
 
 // Runs `python -m shardproof_torch ARGS...` in the capture server and
-// returns what the process would have: its exit code and stderr. nullopt
-// when no server could serve it (none running, a stale one, turned off):
-// then the caller runs the capture itself. A server is started for the
-// next capture whenever none served this one.
-std::optional<hooks::ProcessResult> capture_in_server(const std::string& python,
-                                                      const std::vector<std::string>& args,
-                                                      const hooks::ProcessOptions& options);
+// returns what the process would have: its exit code and stderr. When no
+// server serves it (none running, a stale one, turned off) `direct()` runs
+// the capture, and `*start_server`, unless turned off, is set to start one
+// for the next capture: the caller runs it when its own work is done, so
+// that the server's imports compete with neither the capture nor the
+// verification after it.
+hooks::ProcessResult capture_through_server(const std::string& python,
+                                            const std::vector<std::string>& args,
+                                            const hooks::ProcessOptions& options,
+                                            const std::function<hooks::ProcessResult()>& direct,
+                                            std::function<void()>* start_server);
 
 }  // namespace shardproof::cli

@@ -104,10 +104,10 @@ CaptureOutcome capture_harness(const std::string& harness, const std::string& me
     const std::string old = env_or("PYTHONPATH", "");
     options.env.push_back("PYTHONPATH=" + dir + (old.empty() ? "" : ":" + old));
   }
-  std::optional<hooks::ProcessResult> served =
-      capture_in_server(python, std::vector<std::string>(argv.begin() + 3, argv.end()), options);
-  hooks::ProcessResult r = served ? std::move(*served) : hooks::run_process(argv, options);
   CaptureOutcome out;
+  hooks::ProcessResult r = capture_through_server(
+      python, std::vector<std::string>(argv.begin() + 3, argv.end()), options,
+      [&] { return hooks::run_process(argv, options); }, &out.start_capture_server);
   out.message = trim(r.err);
   if (r.exit_code == 0 || r.exit_code == 2) {
     out.exit_code = r.exit_code;
@@ -162,10 +162,15 @@ Report verify_harness(PlanVerifier& verifier, const std::string& harness, const 
   const std::string plan = dir.path() + "/" + fs::path(harness).stem().string() + ".plan.json";
   const CaptureOutcome outcome =
       capture_harness(harness, mesh, plan, cwd, verifier.caches() ? captures_dir() : "");
-  if (outcome.exit_code != 0) return capture_failure_report(harness, outcome);
+  if (outcome.exit_code != 0) {
+    // An invalid harness is fixed and captured again: serve that one.
+    if (outcome.exit_code == 2 && outcome.start_capture_server) outcome.start_capture_server();
+    return capture_failure_report(harness, outcome);
+  }
   // No plan text for the CI formats: a finding without a source line
   // points at the harness itself, not at a line of a temporary plan.
   Report report = verifier.verify(plan, options);
+  if (outcome.start_capture_server) outcome.start_capture_server();
   if (report.verdict == Verdict::Invalid || report.verdict == Verdict::InternalError) {
     dir.keep();
     std::cerr << "shardproof: the plan captured from " << harness << " is kept at " << plan << "\n";

@@ -5,6 +5,7 @@
 // Where the interpreter and the front end are is docs/cli.md's "Harnesses".
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -19,6 +20,9 @@ bool is_harness_path(const std::string& path);
 struct CaptureOutcome {
   int exit_code = 4;    // the front end's: 0 captured, 2 invalid harness, 4 internal
   std::string message;  // what it wrote on stderr (its `file:line: [rule] text` line on exit 2)
+  // Starts a capture server for the next capture (cli/capture_server.h);
+  // empty when one served this capture or none is wanted. Call it when done.
+  std::function<void()> start_capture_server;
 };
 
 // Captures `harness` (with `mesh`, "dp=2,tp=4" or empty) into the plan file
