@@ -3,7 +3,7 @@ starts it on first use and forks later captures from it. A served capture is byt
 the capture the interpreter makes itself, under the request's own environment; its errors are
 the same `file:line: [rule]` lines; a server that cannot serve a request as a fresh
 interpreter would (its front end changed) says so and is replaced; a server whose socket is
-gone exits."""
+gone exits; a malformed request is answered and does not stop it."""
 import os
 import shutil
 import subprocess
@@ -130,3 +130,25 @@ def test_a_server_whose_socket_is_gone_exits(shardproof_bin, runtime, tmp_path):
         with open(f"/proc/{pid}/stat") as f:  # a zombie until its parent reaps it
             return f.read().split()[2] == "Z"
     assert _wait_for(gone, 30)
+
+
+def test_a_malformed_request_is_answered_and_the_server_keeps_serving(shardproof_bin, runtime,
+                                                                      tmp_path):
+    import json
+    import socket
+    env = _env(runtime)
+    _started(shardproof_bin, runtime, env, tmp_path)
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for payload, fds in ((b"not json\n", [null] * 3), (b'{"argv": "capture"}\n', [null] * 3),
+                             (b'{"argv": [], "cwd": "/", "env": {}}\n', [])):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(_socket(runtime))
+                socket.send_fds(s, [payload], fds)
+                answer = json.loads(s.makefile().readline())
+                assert answer == {"error": "malformed request"}, payload
+    finally:
+        os.close(null)
+    rc, err = _capture(shardproof_bin, MLP, tmp_path / "after.json", env)
+    assert rc == 0, err
+    assert "served capture" in _log(runtime), _log(runtime)
