@@ -84,6 +84,9 @@ void start_detached(const std::string& python, const std::string& path,
     dup2(null, 0);
     dup2(null, 1);
     dup2(err >= 0 ? err : null, 2);
+    // Nothing else of ours: an inherited pipe would keep a reader of this
+    // process's output (a CI runner, a test harness) waiting for its end.
+    close_range(3, ~0U, 0);
     environ = envp.data();
     execvp(python.c_str(), argv.data());
     _exit(127);
