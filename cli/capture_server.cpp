@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -207,6 +208,19 @@ hooks::ProcessResult capture_through_server(const std::string& python,
     start_detached(python, path, env, log);
   };
   return direct();
+}
+
+int stop_capture_servers() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int stopped = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(daemon::state_dir(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("capture-", 0) == 0 && e.path().extension() == ".sock" &&
+        fs::remove(e.path(), ec))
+      ++stopped;
+  }
+  return stopped;
 }
 
 }  // namespace shardproof::cli

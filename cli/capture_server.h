@@ -29,4 +29,8 @@ hooks::ProcessResult capture_through_server(const std::string& python,
                                             const std::function<hooks::ProcessResult()>& direct,
                                             std::function<void()>* start_server);
 
+// Removes the sockets of this user's capture servers (each exits within 5 s
+// of losing its socket), for `daemon stop`. Returns how many there were.
+int stop_capture_servers();
+
 }  // namespace shardproof::cli

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/cache_location.h"
+#include "cli/capture_server.h"
 #include "cli/commands.h"
 #include "cli/settings.h"
 #include "cli/usage.h"
@@ -81,6 +82,10 @@ int stop(const daemon::DaemonPaths& paths) {
   bool was_running = false;
   if (Status s = daemon::stop_daemon(paths, &was_running); !s.ok()) return fail(s.message());
   std::cout << (was_running ? "stopped" : "not running") << "\n";
+  // The capture servers are this user's other background processes.
+  if (const int servers = stop_capture_servers(); servers > 0)
+    std::cout << "stopped " << servers << " capture server" << (servers > 1 ? "s" : "")
+              << " (each exits within 5 s)\n";
   return kExitOk;
 }
 

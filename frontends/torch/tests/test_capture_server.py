@@ -3,7 +3,8 @@ starts it on first use and forks later captures from it. A served capture is byt
 the capture the interpreter makes itself, under the request's own environment; its errors are
 the same `file:line: [rule]` lines; a server that cannot serve a request as a fresh
 interpreter would (its front end changed) says so and is replaced; a server whose socket is
-gone exits; a malformed request is answered and does not stop it."""
+gone exits, as `daemon stop` makes it; a malformed request is answered and does not stop
+it."""
 import os
 import shutil
 import subprocess
@@ -58,6 +59,19 @@ def _socket(runtime):
     d = os.path.join(runtime, "shardproof")
     names = [n for n in os.listdir(d) if n.endswith(".sock")] if os.path.isdir(d) else []
     return os.path.join(d, names[0]) if names else None
+
+
+def _exited(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as f:  # a zombie until its parent reaps it
+        return f.read().split()[2] == "Z"
+
+
+def _server_pid(runtime):
+    return int(_log(runtime).split("capture server ")[1].split(":")[0])
 
 
 def _started(binary, runtime, env, tmp_path):
@@ -119,17 +133,9 @@ def test_a_changed_front_end_replaces_the_server(shardproof_bin, runtime, tmp_pa
 def test_a_server_whose_socket_is_gone_exits(shardproof_bin, runtime, tmp_path):
     env = _env(runtime)
     _started(shardproof_bin, runtime, env, tmp_path)
-    pid = int(_log(runtime).split("capture server ")[1].split(":")[0])
+    pid = _server_pid(runtime)
     os.unlink(_socket(runtime))
-
-    def gone():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        with open(f"/proc/{pid}/stat") as f:  # a zombie until its parent reaps it
-            return f.read().split()[2] == "Z"
-    assert _wait_for(gone, 30)
+    assert _wait_for(lambda: _exited(pid), 30)
 
 
 def test_a_malformed_request_is_answered_and_the_server_keeps_serving(shardproof_bin, runtime,
@@ -152,3 +158,15 @@ def test_a_malformed_request_is_answered_and_the_server_keeps_serving(shardproof
     rc, err = _capture(shardproof_bin, MLP, tmp_path / "after.json", env)
     assert rc == 0, err
     assert "served capture" in _log(runtime), _log(runtime)
+
+
+def test_daemon_stop_stops_the_capture_server(shardproof_bin, runtime, tmp_path):
+    env = _env(runtime, SHARDPROOF_CACHE_DIR=str(tmp_path / "cache"))
+    _started(shardproof_bin, runtime, env, tmp_path)
+    pid = _server_pid(runtime)
+    p = subprocess.run([shardproof_bin, "daemon", "stop"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "stopped 1 capture server" in p.stdout, p.stdout
+    assert _socket(runtime) is None
+    assert _wait_for(lambda: _exited(pid), 30)
