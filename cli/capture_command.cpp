@@ -14,8 +14,10 @@ namespace shardproof::cli {
 CLI::App* add_capture_command(CLI::App& app, CaptureArgs& args) {
   CLI::App* cmd = app.add_subcommand(
       "capture", "Capture a PyTorch training step (a harness file, .py) into a plan");
-  cmd->add_option("harness", args.harness, "The harness file (docs/torch-harness.md)")->required();
-  cmd->add_option("--mesh", args.mesh, "Mesh sizes overriding the harness's MESH, e.g. dp=2,tp=4");
+  cmd->add_option("harness", args.harness, "The harness file (docs/torch-harness.md)")
+      ->required();
+  cmd->add_option("--mesh", args.mesh,
+                  "Mesh sizes overriding the harness's MESH, e.g. dp=2,tp=4");
   cmd->add_option("--output,-o", args.output, "Plan file to write (-: stdout)")
       ->capture_default_str();
   return cmd;

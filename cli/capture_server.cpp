@@ -23,15 +23,14 @@ extern char** environ;
 namespace shardproof::cli {
 namespace {
 
-// This process's environment with `overrides` ("NAME=VALUE") applied.
+// A child's environment (hooks::environment_with) by name, as the request
+// carries it.
 std::map<std::string, std::string> child_env(const std::vector<std::string>& overrides) {
   std::map<std::string, std::string> env;
-  auto put = [&env](const std::string& entry) {
+  for (const std::string& entry : hooks::environment_with(overrides)) {
     const size_t eq = entry.find('=');
-    if (eq != std::string::npos && eq > 0) env[entry.substr(0, eq)] = entry.substr(eq + 1);
-  };
-  for (char** e = environ; e && *e; ++e) put(*e);
-  for (const std::string& entry : overrides) put(entry);
+    if (eq != std::string::npos && eq > 0) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
   return env;
 }
 

@@ -234,8 +234,7 @@ CLI::App* add_eval_command(CLI::App& app) {
       ->required();
   cmd->add_flag("--real-functions", g_args.real_functions,
                 "give exp, log, sqrt, rsqrt, tanh, sigmoid, erf, gelu, silu and the map "
-                "functions gelu_grad, gelu_tanh_grad, silu_grad, cos, sin, pow their real meaning "
-                "(in double)");
+                "functions gelu_grad, gelu_tanh_grad, silu_grad, cos, sin, pow their real meaning (in double)");
   cmd->add_flag("--all", g_args.all_tensors, "print every tensor, not only the outputs");
   cmd->add_flag("--exact", g_args.exact, "print exact rationals as strings");
   return cmd;

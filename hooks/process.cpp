@@ -47,6 +47,18 @@ ssize_t write_no_sigpipe(int fd, const char* data, size_t size) {
 
 }  // namespace
 
+std::vector<std::string> environment_with(const std::vector<std::string>& overrides) {
+  std::vector<std::string> env(overrides);
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const std::string& o : overrides) replaced |= o.compare(0, o.find('='), name) == 0;
+    if (!replaced) env.emplace_back(entry);
+  }
+  return env;
+}
+
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
   ProcessResult result;
   if (argv.empty()) return result;
@@ -71,16 +83,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  // The environment: this process's, with options.env replacing by name.
+  const std::vector<std::string> env = environment_with(options.env);
   std::vector<char*> envp;
-  for (const std::string& e : options.env) envp.push_back(const_cast<char*>(e.c_str()));
-  for (char** e = environ; *e; ++e) {
-    const std::string_view entry(*e);
-    const std::string_view name = entry.substr(0, entry.find('='));
-    bool replaced = false;
-    for (const std::string& o : options.env) replaced |= o.compare(0, o.find('='), name) == 0;
-    if (!replaced) envp.push_back(*e);
-  }
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   pid_t pid = -1;
   int spawn_error = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());

@@ -22,6 +22,10 @@ struct ProcessOptions {
   std::vector<std::string> env;
 };
 
+// This process's environment with `overrides` ("NAME=VALUE") replacing its
+// entries by name: the environment a child started with `options.env` gets.
+std::vector<std::string> environment_with(const std::vector<std::string>& overrides);
+
 // Runs argv[0] (looked up on PATH) with the environment of this process.
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options = {});
 

@@ -58,46 +58,39 @@ json captured_plan(bool bug) {
        red_in = json::array(), red_out = json::array();
   for (int r = 0; r < 2; ++r) {
     const std::string p = "tp" + std::to_string(r) + ".";
-    tensors[p + "x"] =
-        tensor({2, 2}, r, {{"tensor", "x"}, {"slice", {{0, 2}, {2 * r, 2 * r + 2}}}});
-    tensors[p + "w"] =
-        tensor({2, 2}, r, {{"tensor", "w"}, {"slice", {{2 * r, 2 * r + 2}, {0, 2}}}});
+    tensors[p + "x"] = tensor({2, 2}, r, {{"tensor", "x"}, {"slice", {{0, 2}, {2 * r, 2 * r + 2}}}});
+    tensors[p + "w"] = tensor({2, 2}, r, {{"tensor", "w"}, {"slice", {{2 * r, 2 * r + 2}, {0, 2}}}});
     tensors[p + "b"] = tensor({2}, r, {{"tensor", "b"}});
     for (const char* n : {"x", "w", "b"}) in.push_back(p + n);
     tensors[p + "h"] = tensor({2, 2}, r, {{"tensor", "h"}, {"part", {r, 2}}});
     tensors[p + "t"] = tensor({2, 2}, r);
     tensors[p + "y"] = tensor({2, 2}, r, {{"tensor", "y"}});
     out.push_back(p + "y");
-    ops.push_back(
-        {{"op", "matmul"}, {"in", {p + "x", p + "w"}}, {"out", {p + "h"}}, {"src", src(30)}});
+    ops.push_back({{"op", "matmul"}, {"in", {p + "x", p + "w"}}, {"out", {p + "h"}},
+                   {"src", src(30)}});
     if (bug) {
-      ops.push_back(
-          {{"op", "add"}, {"in", {p + "h", p + "b"}}, {"out", {p + "t"}}, {"src", src(31)}});
+      ops.push_back({{"op", "add"}, {"in", {p + "h", p + "b"}}, {"out", {p + "t"}},
+                     {"src", src(31)}});
       red_in.push_back(p + "t");
       red_out.push_back(p + "y");
     } else {
       red_in.push_back(p + "h");
       red_out.push_back(p + "t");
-      ops.push_back(
-          {{"op", "add"}, {"in", {p + "t", p + "b"}}, {"out", {p + "y"}}, {"src", src(33)}});
+      ops.push_back({{"op", "add"}, {"in", {p + "t", p + "b"}}, {"out", {p + "y"}},
+                     {"src", src(33)}});
     }
   }
-  ops.push_back({{"op", "all_reduce"},
-                 {"in", red_in},
-                 {"out", red_out},
-                 {"group", {0, 1}},
+  ops.push_back({{"op", "all_reduce"}, {"in", red_in}, {"out", red_out}, {"group", {0, 1}},
                  {"src", src(32)}});
-  json logical = {{"tensors",
-                   {{"x", tensor({2, 4})},
-                    {"w", tensor({4, 2})},
-                    {"b", tensor({2})},
-                    {"h", tensor({2, 2})},
-                    {"y", tensor({2, 2})}}},
-                  {"inputs", {"x", "w", "b"}},
-                  {"ops",
-                   {{{"op", "matmul"}, {"in", {"x", "w"}}, {"out", {"h"}}, {"src", src(20)}},
-                    {{"op", "add"}, {"in", {"h", "b"}}, {"out", {"y"}}, {"src", src(21)}}}},
-                  {"outputs", {"y"}}};
+  json logical = {
+      {"tensors",
+       {{"x", tensor({2, 4})}, {"w", tensor({4, 2})}, {"b", tensor({2})}, {"h", tensor({2, 2})},
+        {"y", tensor({2, 2})}}},
+      {"inputs", {"x", "w", "b"}},
+      {"ops",
+       {{{"op", "matmul"}, {"in", {"x", "w"}}, {"out", {"h"}}, {"src", src(20)}},
+        {{"op", "add"}, {"in", {"h", "b"}}, {"out", {"y"}}, {"src", src(21)}}}},
+      {"outputs", {"y"}}};
   return {{"format", "shardproof-plan/1"},
           {"name", "captured"},
           {"logical", logical},
@@ -182,9 +175,9 @@ TEST_F(HarnessCli, ABugIsFoundAtTheUsersLineInEveryFormat) {
   r = cli("verify --quiet --format sarif " + path("h.py"));
   EXPECT_EQ(r.code, 1);
   json sarif = json::parse(r.out);
-  EXPECT_EQ(
-      sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
-      "model/mlp.py")
+  EXPECT_EQ(sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+                 ["artifactLocation"]["uri"],
+            "model/mlp.py")
       << r.out;
 
   r = cli("verify --quiet --format junit " + path("h.py"));
@@ -201,7 +194,8 @@ TEST_F(HarnessCli, ABrokenHarnessIsExit2WithTheFrontEndsLine) {
 
   r = cli("verify --no-daemon --quiet " + path("broken.py"));
   EXPECT_EQ(r.code, 2) << r.out << r.err;
-  EXPECT_NE(r.out.find("  model/h.py:7: [harness-missing] MESH is not defined"), std::string::npos)
+  EXPECT_NE(r.out.find("  model/h.py:7: [harness-missing] MESH is not defined"),
+            std::string::npos)
       << r.out;
   r = cli("verify --no-daemon --quiet --format json " + path("broken.py"));
   EXPECT_EQ(r.code, 2);

@@ -102,7 +102,7 @@ class Z3Algebra {
     normal_form_params_.set("max_steps", kNormalFormSteps);
   }
 
-  z3::context& ctx() { return ctx_; }
+  z3::context& ctx() const { return ctx_; }
   // A fresh variable of the class's sort.
   Value variable(const std::string& name, DClass cls);
   // Index variables that come from a logical *input* tensor: their validity
@@ -148,7 +148,6 @@ class Z3Algebra {
   // become one term (a difference that cancels becomes 0); past
   // kNormalFormSteps rewrites only simplified: equal, just not normal.
   Value normal_form(const Value& e) const;
-  z3::context& context() const { return ctx_; }
 
   const std::vector<Value>& assumptions() const { return assumptions_; }
   const std::vector<Value>& obligations() const { return obligations_; }

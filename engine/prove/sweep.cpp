@@ -48,7 +48,7 @@ Substitution sweep_stage(const Stage& stage, const StageValues<Z3Algebra>& symbo
                          const Z3Algebra& alg,
                          const std::function<bool(const z3::expr& difference)>& proves_zero,
                          std::chrono::steady_clock::time_point deadline) {
-  Substitution sub(alg.context());
+  Substitution sub(alg.ctx());
   const std::optional<StageValues<M>> values = residues(stage);
   if (!values) return sub;
 
