@@ -82,5 +82,20 @@ TEST(PublishedShapes, DpGradOnTpGroupIsFoundAtPublishedShapes) {
   expect_found("llama3-8b", testing::transformer_config(2, 2, 2, 1, 1), "dp-grad-on-tp-group");
 }
 
+// Gradient clipping: the norm's sum of squares is one scalar whose stage
+// holds every parameter's squared gradient (5.7 billion elements at 2
+// layers), too many for any replay at full size, so each of these bugs was
+// unknown. Their reduced counterexamples lifted with zeros are exact full-
+// size witnesses (engine/prove/zero_padding.h).
+TEST(PublishedShapes, ClipNormBugsAreFoundThroughZeroPaddedWitnesses) {
+  PlanConfig c = testing::transformer_config(2, 2, 2, 2, 2);
+  c.clip = true;
+  Report r = testing::verify_json(planner::generate_plan("llama3-8b", c), "llama3-8b-clip");
+  EXPECT_EQ(r.verdict, Verdict::Equivalent) << explain(r);
+  for (const char* bug : {"clip-norm-local-shard", "clip-norm-replicated-counted-tp",
+                          "clip-norm-missing-pp", "clip-before-reduce"})
+    expect_found("llama3-8b", c, bug);
+}
+
 }  // namespace
 }  // namespace shardproof

@@ -65,7 +65,7 @@ std::optional<Finding> random_at_full_size(NarrowedStage& n, const WitnessBudget
 }  // namespace
 
 Finding witnessed_at_full_size(const Finding& reduced, const Finding& f,
-                               const std::vector<int64_t>& origin, int64_t size) {
+                               const std::vector<int64_t>& origin, int64_t size, bool whole_stage) {
   Finding out = reduced;
   out.elements.clear();
   for (const std::vector<int64_t>& e : f.elements) out.elements.push_back(lifted(e, origin));
@@ -84,9 +84,11 @@ Finding witnessed_at_full_size(const Finding& reduced, const Finding& f,
   // The claim is named at the message's start; naming it again here would
   // keep the finding out of the verdict store (outcome_codec.cpp stores no
   // message that quotes a name past its label).
+  const std::string scope =
+      whole_stage ? "exact on all " + std::to_string(size) + " elements of the full stage"
+                  : "on the " + std::to_string(size) + " elements of the stage that element needs";
   out.message += "; replayed at full size: the claim differs at " +
-                 index_string(out.elements.front()) + " (" + how + ", on the " +
-                 std::to_string(size) + " elements of the stage that element needs)";
+                 index_string(out.elements.front()) + " (" + how + ", " + scope + ")";
   return out;
 }
 
@@ -110,6 +112,12 @@ std::optional<Finding> full_size_witness(const Stage& full, const Stage& reduced
     }
     return witnessed_at_full_size(finding, *f, n->origin, size);
   }
+  // Too large to replay: the zero-padded lift needs no full-size run.
+  std::string padded_why;
+  if (values)
+    if (std::optional<Finding> f = replay_zero_padded(full, reduced, *values, padded_why))
+      return witnessed_at_full_size(finding, *f, {}, full.element_count(), /*whole_stage=*/true);
+  if (values) why += "; " + padded_why;
   return std::nullopt;
 }
 

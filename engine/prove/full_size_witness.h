@@ -43,8 +43,10 @@ std::optional<Finding> probe_at_full_size(const Stage& full,
 
 // `reduced` (a finding at reduced size) confirmed by `found`, a finding of a
 // stage whose element e is element e + origin of the full stage's target
-// slice (`size` elements, replayed as `how`).
+// slice (`size` elements: a narrowed sub-stage, or with `whole_stage` the
+// full stage, whose values a zero-padded replay gives).
 Finding witnessed_at_full_size(const Finding& reduced, const Finding& found,
-                               const std::vector<int64_t>& origin, int64_t size);
+                               const std::vector<int64_t>& origin, int64_t size,
+                               bool whole_stage = false);
 
 }  // namespace shardproof

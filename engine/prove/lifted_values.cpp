@@ -5,6 +5,7 @@
 #include "engine/core/tensor.h"
 #include "engine/ops/algebra.h"
 #include "engine/prove/stage_testing.h"
+#include "engine/prove/zero_padding.h"
 #include "engine/stage/stage_eval.h"
 
 namespace shardproof {
@@ -113,6 +114,27 @@ std::optional<Finding> replay_lifted(const Stage& target, const LeafPlace& place
     if (std::optional<Finding> f = refute_with(target, leaf, functions, how)) return f;
   }
   return std::nullopt;
+}
+
+std::optional<Finding> replay_zero_padded(const Stage& full, const Stage& reduced,
+                                          const ReducedValues& values, std::string& why) {
+  const ZeroPadding padding = zero_padding(full, reduced);
+  if (!padding.refusal.empty()) {
+    why = "the zero-padded lift does not keep the reduced values: " + padding.refusal;
+    return std::nullopt;
+  }
+  // The leaves the zero fill gives the kept positions (lifted() above): the
+  // reduced values, and 0 for a part absent from the stage.
+  auto leaf = [&](const std::string& name, DClass cls) {
+    return parse_leaf(name) ? values.leaf(name, cls) : Rational(0);
+  };
+  LiftedFunctions functions(values);
+  std::optional<Finding> f = refute_with(
+      reduced, leaf, functions,
+      "the reduced counterexample lifted to full size with zeros off its kept elements; every "
+      "op of the stage keeps those zeros, so the full stage holds the reduced values there");
+  if (!f) why = "the zero-padded lift shows no difference";
+  return f;
 }
 
 }  // namespace shardproof

@@ -52,4 +52,12 @@ LeafPlace places_in(const Stage& full);
 std::optional<Finding> replay_lifted(const Stage& target, const LeafPlace& place,
                                      const Stage& reduced, const ReducedValues& values);
 
+// The reduced counterexample lifted with zeros, when zero_padding.h shows
+// that the full stage then holds the reduced values at every kept position:
+// replayed through the reduced stage, whose failing elements are named at
+// their full positions. nullopt (and why) when the check refuses or no
+// claim fails.
+std::optional<Finding> replay_zero_padded(const Stage& full, const Stage& reduced,
+                                          const ReducedValues& values, std::string& why);
+
 }  // namespace shardproof
