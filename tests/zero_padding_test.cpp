@@ -140,12 +140,13 @@ Counts check_stages(const nlohmann::json& plan_json) {
           if (k) ri[d] = *k;
           if (!k && padding.zero[t][d]) zero = true;
         }
-        if (exact)
+        if (exact) {
           EXPECT_EQ(f.data[i], r.at(ri)) << full.title << ": " << full.tensors[t].name << " at "
                                          << ::testing::PrintToString(q);
-        else if (zero)
+        } else if (zero) {
           EXPECT_EQ(f.data[i], Rational(0))
               << full.title << ": " << full.tensors[t].name << " off its kept positions";
+        }
       }
     }
   }
