@@ -167,6 +167,19 @@ TEST(NarrowedStage, ComputesWhatTheFullStageComputesOnZeroMoeAndDropoutStages) {
   EXPECT_GT(checked_stages(planner::generate_plan("moe-tiny", moe)), 0);
 }
 
+// ZeRO with tied embeddings whose shards are paired across dp ranks
+// (tied-shard-mismatch): an element of one shard reads the other rank's
+// rows through a plain claim, two matmuls and two all_reduces, each held as
+// two boxes apart (their hull was most of the logits: at llama3-8b, 6.3
+// billion elements and no witness).
+TEST(NarrowedStage, ComputesWhatTheFullStageComputesWithShardsPairedAcrossRanks) {
+  planner::PlanConfig c = testing::transformer_config(2, 2, 1, 2, 1);
+  c.tie_embeddings = true;
+  c.zero = 1;
+  c.bug = "tied-shard-mismatch";
+  EXPECT_GT(checked_stages(planner::generate_plan("llama3-tiny", c)), 0);
+}
+
 // Per row, the sum over the first 3 of 8 columns of x times a dropout-like
 // draw: a split (the 3 columns and the other 5) and a random of 3 columns.
 nlohmann::json split_and_draw_plan(int64_t rows) {

@@ -97,5 +97,17 @@ TEST(PublishedShapes, ClipNormBugsAreFoundThroughZeroPaddedWitnesses) {
     expect_found("llama3-8b", c, bug);
 }
 
+// ZeRO with tied embeddings on two pipeline stages, the first stage's table
+// gradient shard summed with another dp rank's shard on the last: the stage
+// keeps the vocabulary whole (two offsets on one line) and is too large to
+// prove; an element's sub-stage held the hull of the two ranks' rows of the
+// logits (6.3 billion elements: unknown) and now holds them apart.
+TEST(PublishedShapes, TiedShardMismatchIsFoundAtPublishedShapes) {
+  PlanConfig c = testing::transformer_config(2, 2, 1, 2, 1);
+  c.tie_embeddings = true;
+  c.zero = 1;
+  expect_found("llama3-8b", c, "tied-shard-mismatch");
+}
+
 }  // namespace
 }  // namespace shardproof

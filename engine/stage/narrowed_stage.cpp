@@ -45,18 +45,27 @@ bool inside(const Box& in, const Box& box) {
 // logical free tensor's elements are independent leaves, so it keeps its
 // disjoint boxes apart (overlapping ones merge): a wrong offset reads two
 // distant columns of one weight, whose hull would be most of the weight.
-// A logical tensor computed by a one-output op (`split_ok`) keeps them apart
-// too, its op written once per box, as long as the boxes the op computes
-// stay disjoint (else their hull): parts claimed on the wrong group read a
-// weight gradient at two distant columns through its matmul.
+// A tensor computed by a one-output op or an all_reduce (`per_box`) keeps
+// them apart too, its op written once per box, as long as the boxes the op
+// computes stay disjoint (else their hull): parts claimed on the wrong group
+// read a weight gradient at two distant columns through its matmul, and
+// shards paired across ranks read two ranks' rows through their all_reduces
+// and matmuls. So does a parallel input with a plain claim (one narrowed
+// input per box, each reading its logical slice at its own offset).
 class Demand {
  public:
   explicit Demand(const Stage& s)
       : s_(s), boxes_(s.tensors.size()), plans_(s.ops.size()), apart_(s.tensors.size(), false) {
-    for (size_t t = 0; t < s.tensors.size(); ++t) apart_[t] = leaves(static_cast<int>(t));
+    for (size_t t = 0; t < s.tensors.size(); ++t) {
+      const StageTensor& st = s.tensors[t];
+      // A plain claim's box reads its logical slice at an offset: one
+      // narrowed input per box (parts share their leaves: one box).
+      apart_[t] =
+          leaves(static_cast<int>(t)) || (st.parallel && st.free && st.of && !st.of->has_part);
+    }
     std::vector<int> producers(s.tensors.size(), 0);
     for (const StageOp& op : s.ops)
-      for (int t : op.out) producers[t] += op.out.size() == 1 && !op.parallel ? 1 : 2;
+      for (int t : op.out) producers[t] += per_box(op) ? 1 : 2;
     for (size_t t = 0; t < s.tensors.size(); ++t)
       if (producers[t] == 1 && static_cast<int>(t) != s.target) apart_[t] = true;
     // A computed tensor that a parallel tensor's claim names by a single index
@@ -73,6 +82,11 @@ class Demand {
       b = {b.empty() ? box : joined(b[0], box)};
       return;
     }
+    merge_apart(b, std::move(box));
+  }
+
+  // Adds `box` to disjoint boxes `b`, merging those it overlaps.
+  static void merge_apart(std::vector<Box>& b, Box box) {
     for (size_t p = 0; p < b.size();) {
       if (!overlap(b[p], box)) {
         ++p;
@@ -105,6 +119,10 @@ class Demand {
 
  private:
   bool leaves(int t) const { return !s_.tensors[t].parallel && s_.tensors[t].free; }
+  // An op that can be written once per disjoint box of its outputs: one
+  // output, or an all_reduce (every output is the one reduction of all
+  // operands, position by position).
+  static bool per_box(const StageOp& op) { return op.out.size() == 1 || op.op == "all_reduce"; }
   const Box* hull(int t) const { return boxes_[t].empty() ? nullptr : &boxes_[t][0]; }
 
   void plan(size_t i) {
@@ -112,17 +130,25 @@ class Demand {
     std::vector<TensorInfo> in, out;
     for (int t : op.in) in.push_back({s_.tensors[t].shape, s_.tensors[t].dtype});
     for (int t : op.out) out.push_back({s_.tensors[t].shape, s_.tensors[t].dtype});
-    // One plan per disjoint box of a lone output, if what they compute stays disjoint.
-    if (op.out.size() == 1 && boxes_[op.out[0]].size() > 1) {
+    // One plan per disjoint box of its outputs, if what they compute stays
+    // disjoint.
+    std::vector<Box> apart;
+    if (per_box(op))
+      for (int t : op.out)
+        for (const Box& b : boxes_[t]) merge_apart(apart, b);
+    if (apart.size() > 1) {
       std::vector<NarrowedOp> each;
-      for (const Box& b : boxes_[op.out[0]]) each.push_back(narrow_op(op.op, op.attrs, in, out, b));
+      for (const Box& b : apart) each.push_back(narrow_op(op.op, op.attrs, in, out, b));
       bool disjoint = true;
       for (size_t a = 0; a < each.size(); ++a)
         for (size_t b = a + 1; b < each.size(); ++b)
-          disjoint = disjoint && !overlap(each[a].out[0], each[b].out[0]);
+          for (size_t o = 0; o < op.out.size(); ++o)
+            disjoint = disjoint && !overlap(each[a].out[o], each[b].out[o]);
       if (disjoint) {
-        boxes_[op.out[0]].clear();
-        for (const NarrowedOp& n : each) boxes_[op.out[0]].push_back(n.out[0]);
+        for (size_t o = 0; o < op.out.size(); ++o) {
+          boxes_[op.out[o]].clear();
+          for (const NarrowedOp& n : each) boxes_[op.out[o]].push_back(n.out[o]);
+        }
         for (const NarrowedOp& n : each)
           for (size_t k = 0; k < op.in.size(); ++k) add(op.in[k], n.in[k]);
         plans_[i] = std::move(each);
@@ -161,8 +187,8 @@ class Demand {
     }
     for (size_t t = 0; t < s_.tensors.size(); ++t) {
       const StageTensor& st = s_.tensors[t];
-      if (st.parallel && st.free && st.of && hull(static_cast<int>(t)))
-        add(st.logical_index, shifted(*hull(static_cast<int>(t)), st.of->slice, +1));
+      if (st.parallel && st.free && st.of)
+        for (const Box& b : boxes_[t]) add(st.logical_index, shifted(b, st.of->slice, +1));
     }
   }
 
@@ -198,14 +224,16 @@ class Writer {
       }
     for (size_t t = 0; t < full_.tensors.size(); ++t) {
       const StageTensor& st = full_.tensors[t];
-      if (index_[t].empty() || st.logical_index < 0) continue;
-      StageTensor& nt = n.tensors[index_[t][0]];
-      nt.logical_index = first(st.logical_index);
-      if (!st.free || !st.of) continue;
-      // The claimed slice, relative to the logical tensor's box that holds it.
-      const Box claimed = shifted(demand_.boxes(static_cast<int>(t))[0], st.of->slice, +1);
-      nt.logical_index = at(st.logical_index, claimed);
-      nt.of->slice = shifted(claimed, box_of(st.logical_index, claimed), -1);
+      if (st.logical_index < 0) continue;
+      for (size_t p = 0; p < index_[t].size(); ++p) {
+        StageTensor& nt = n.tensors[index_[t][p]];
+        nt.logical_index = first(st.logical_index);
+        if (!st.free || !st.of) continue;
+        // The claimed slice, relative to the logical tensor's box that holds it.
+        const Box claimed = shifted(demand_.boxes(static_cast<int>(t))[p], st.of->slice, +1);
+        nt.logical_index = at(st.logical_index, claimed);
+        nt.of->slice = shifted(claimed, box_of(st.logical_index, claimed), -1);
+      }
     }
     for (size_t i = 0; i < full_.ops.size(); ++i)
       for (const NarrowedOp& plan : demand_.op_plans(i)) write_op(full_.ops[i], plan);
