@@ -3,6 +3,9 @@
 // next to its correct twin that must stay equivalent.
 #include <gtest/gtest.h>
 
+#include "engine/format/plan_parser.h"
+#include "engine/prove/stage_prover.h"
+#include "engine/stage/shape_reduction.h"
 #include "tests/graph_text.h"
 #include "tests/position_plans.h"
 #include "tests/test_support.h"
@@ -281,6 +284,39 @@ TEST(Soundness, ContradictoryAssumptionsAreUnknown) {
             std::string::npos)
       << explain(r);
   EXPECT_EQ(r.findings[0].tensor, "y");
+}
+
+// A proof under denominators needs those denominators to be nonzero
+// together (else it is vacuous). Random values that run the stage inside
+// its domain show they can be, so the stage takes one query (its claim),
+// not two. Before, a satisfiability query was always asked, and at GPT
+// sizes (an Adam update of 131,072 elements, each divided by its own
+// sqrt(v) + eps) the solver gave up on it and the stage was reported as
+// vacuous.
+TEST(Soundness, DenominatorsShownNonzeroTogetherByTestingNeedNoQuery) {
+  json logical = {{"tensors", {{"x", tensor({4})}, {"z", tensor({4})}, {"y", tensor({4})}}},
+                  {"inputs", {"x", "z"}},
+                  {"ops", {op("y", "div", {"x", "z"}, {"y"})}},
+                  {"outputs", {"y"}}};
+  json parallel = {
+      {"world", 1},
+      {"tensors",
+       {{"p.x", ptensor({4}, 0, {{"tensor", "x"}})},
+        {"p.z", ptensor({4}, 0, {{"tensor", "z"}})},
+        {"p.r", ptensor({4}, 0)},
+        {"p.y", ptensor({4}, 0, {{"tensor", "y"}})}}},
+      {"inputs", {"p.x", "p.z"}},
+      {"ops",
+       {op("p.r", "reciprocal", {"p.z"}, {"p.r"}), op("p.y", "mul", {"p.x", "p.r"}, {"p.y"})}},
+      {"outputs", {"p.y"}}};
+  ParseResult parsed = parse_plan_text(plan(logical, parallel).dump(), "plan.json", "");
+  ASSERT_TRUE(parsed.plan);
+  std::vector<Stage> stages = build_stages(*parsed.plan);
+  ASSERT_EQ(stages.size(), 1u);
+  reduce_stage(stages[0]);
+  const StageOutcome out = prove_stage(stages[0], ProverOptions{});
+  EXPECT_EQ(out.status, StageStatus::Proven);
+  EXPECT_EQ(out.queries, 1);
 }
 
 // The same division on the parallel side only: the logical step is defined,

@@ -112,7 +112,10 @@ StageOutcome& unknown_outcome(const Stage& stage, StageOutcome& out, const std::
 // one costs about as much as solving a small stage): a stage too large for
 // the solver is tested or unknown; any other is refuted if testing finds a
 // difference. nullopt: the solver decides.
-std::optional<StageOutcome> decided_by_testing(const Stage& stage, const ProverOptions& options) {
+// `in_domain` is set when a trial ran the whole stage inside the plan's
+// domain (stage_testing.h).
+std::optional<StageOutcome> decided_by_testing(const Stage& stage, const ProverOptions& options,
+                                               bool* in_domain) {
   StageOutcome out;
   const int64_t elements = stage.element_count();
   if (elements > options.max_stage_elements) {
@@ -121,8 +124,8 @@ std::optional<StageOutcome> decided_by_testing(const Stage& stage, const ProverO
     if (options.test_trials > 0 && elements <= options.max_test_elements) {
       // Testing is all there is here: ids aimed at the stage's bounds too.
       std::shared_ptr<const ReducedValues> values;
-      if (std::optional<Finding> found = refute_by_testing(stage, options.test_trials,
-                                                           /*aim_at_constants=*/true, &values)) {
+      if (std::optional<Finding> found = refute_by_testing(
+              stage, options.test_trials, /*aim_at_constants=*/true, &values, in_domain)) {
         out.findings.push_back(*found);
         out.values = {values};
         out.status = StageStatus::Refuted;
@@ -137,8 +140,8 @@ std::optional<StageOutcome> decided_by_testing(const Stage& stage, const ProverO
   }
   if (options.test_trials > 0) {
     std::shared_ptr<const ReducedValues> values;
-    if (std::optional<Finding> found =
-            refute_by_testing(stage, options.test_trials, /*aim_at_constants=*/false, &values)) {
+    if (std::optional<Finding> found = refute_by_testing(
+            stage, options.test_trials, /*aim_at_constants=*/false, &values, in_domain)) {
       out.findings.push_back(*found);
       out.values = {values};
       out.status = StageStatus::Refuted;
@@ -150,8 +153,10 @@ std::optional<StageOutcome> decided_by_testing(const Stage& stage, const ProverO
 
 class Prover {
  public:
-  Prover(const Stage& stage, const ProverOptions& options)
-      : stage_(stage), options_(options), alg_(ctx_) {}
+  // `in_domain`: testing ran the stage inside the plan's domain, so its
+  // assumptions hold together (no solver call needed to show it).
+  Prover(const Stage& stage, const ProverOptions& options, bool in_domain)
+      : stage_(stage), options_(options), in_domain_(in_domain), alg_(ctx_) {}
 
   // The solver's part: testing (decided_by_testing) found nothing.
   StageOutcome run() {
@@ -181,13 +186,21 @@ class Prover {
       any_unsat = any_unsat || *valid;
     }
     if (out.status == StageStatus::Refuted) return out;
-    if (any_unsat && !alg_.assumptions().empty()) {
+    // A proof under assumptions that cannot hold together would be vacuous.
+    // Values that ran the stage inside its domain satisfy them all at once.
+    if (any_unsat && !alg_.assumptions().empty() && !in_domain_) {
       ++out.queries;
       z3::solver solver = make_solver();
-      if (check(solver, Budget{}) != z3::sat)
+      const z3::check_result together = check(solver, Budget{});
+      if (together == z3::unsat)
         return unknown(out,
                        "the stage's assumptions (nonzero denominators, valid indices) "
                        "cannot hold together, so its proof would be vacuous");
+      if (together != z3::sat)
+        return unknown(out,
+                       "the solver gave up showing that the stage's assumptions (nonzero "
+                       "denominators, valid indices) can hold together, and no random values "
+                       "satisfied them all");
     }
     out.trivial = out.queries == 0;
     out.status = StageStatus::Proven;
@@ -568,6 +581,7 @@ class Prover {
 
   const Stage& stage_;
   ProverOptions options_;
+  bool in_domain_ = false;
   std::shared_ptr<z3::context> lease_ = lease_thread_context();  // outlives every term
   z3::context& ctx_ = *lease_;
   Z3Algebra alg_;
@@ -600,8 +614,10 @@ StageOutcome guarded(const Stage& stage, Decide decide) {
   }
 }
 
-StageOutcome solve(const Stage& stage, const ProverOptions& options) {
-  return guarded(stage, [&] { return Prover(stage, options).run(); });
+StageSolve solver_for(bool in_domain) {
+  return [in_domain](const Stage& stage, const ProverOptions& options) {
+    return guarded(stage, [&] { return Prover(stage, options, in_domain).run(); });
+  };
 }
 
 }  // namespace
@@ -609,9 +625,11 @@ StageOutcome solve(const Stage& stage, const ProverOptions& options) {
 StageOutcome prove_stage(const Stage& stage, const ProverOptions& options) {
   auto start = Clock::now();
   StageOutcome out = guarded(stage, [&] {
-    if (std::optional<StageOutcome> decided = decided_by_testing(stage, options))
+    bool in_domain = false;
+    if (std::optional<StageOutcome> decided = decided_by_testing(stage, options, &in_domain))
       return std::move(*decided);
-    if (std::optional<StageOutcome> solved = solve_abandonable(stage, options, solve))
+    if (std::optional<StageOutcome> solved =
+            solve_abandonable(stage, options, solver_for(in_domain)))
       return std::move(*solved);
     StageOutcome abandoned;
     return unknown_outcome(

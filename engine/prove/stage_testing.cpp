@@ -175,7 +175,7 @@ std::unique_ptr<FunctionTable> hashed_functions() {
 
 std::optional<Finding> refute_with(const Stage& stage,
                                    const std::function<Rational(const std::string&, DClass)>& leaf,
-                                   FunctionTable& inner, const std::string& how) {
+                                   FunctionTable& inner, const std::string& how, bool* in_domain) {
   Recording functions(inner);
   ConcreteAlgebra alg(functions, kMaxTestBits);
   StageValues<ConcreteAlgebra> values;
@@ -186,6 +186,7 @@ std::optional<Finding> refute_with(const Stage& stage,
   } catch (const EvalError&) {
     return std::nullopt;  // outside the plan's domain (zero denominator, bad index)
   }
+  if (in_domain) *in_domain = true;
   std::optional<Finding> found;
   for (const ClaimChecks<Rational>& claim : claims) {
     if (!claim.missing.empty()) continue;
@@ -224,7 +225,8 @@ std::optional<Finding> refute_with(const Stage& stage,
 }
 
 std::optional<Finding> refute_by_testing(const Stage& stage, int trials, bool aim_at_constants,
-                                         std::shared_ptr<const ReducedValues>* kept) {
+                                         std::shared_ptr<const ReducedValues>* kept,
+                                         bool* in_domain) {
   const std::vector<int64_t> near =
       aim_at_constants ? values_near_constants(stage) : std::vector<int64_t>{};
   const IntLeaves int_leaves(stage);
@@ -243,8 +245,8 @@ std::optional<Finding> refute_by_testing(const Stage& stage, int trials, bool ai
           return random_value(name, trial, cls, ints);
         };
     HashedFunctions functions;
-    std::optional<Finding> found =
-        refute_with(stage, leaf, functions, "reduced sizes; found by testing random values");
+    std::optional<Finding> found = refute_with(
+        stage, leaf, functions, "reduced sizes; found by testing random values", in_domain);
     if (!found) continue;
     if (kept) {
       auto values = std::make_shared<ReducedValues>();

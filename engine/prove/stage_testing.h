@@ -40,16 +40,21 @@ std::vector<std::string> producing_ops(const Stage& stage, const std::vector<int
 // constants (an off-by-one shard bound shows on one id in 10^5).
 // `values`, when given, receives the values of the failing trial (for a
 // lifted replay at full size, lifted_values.h).
+// `in_domain`, when given, is set when some trial ran the whole stage inside
+// the plan's domain (no zero denominator, no index out of range): those
+// values satisfy every assumption the stage makes at once.
 std::optional<Finding> refute_by_testing(const Stage& stage, int trials,
                                          bool aim_at_constants = false,
-                                         std::shared_ptr<const ReducedValues>* values = nullptr);
+                                         std::shared_ptr<const ReducedValues>* values = nullptr,
+                                         bool* in_domain = nullptr);
 
 // One concrete run of `stage` on `leaf`'s values and `functions`: the
 // mismatch finding of its first failing claim (`how` ends its message), or
 // nullopt when every claim holds or the run leaves the plan's domain.
 std::optional<Finding> refute_with(const Stage& stage,
                                    const std::function<Rational(const std::string&, DClass)>& leaf,
-                                   FunctionTable& functions, const std::string& how);
+                                   FunctionTable& functions, const std::string& how,
+                                   bool* in_domain = nullptr);
 
 // Testing's fixed random functions (a hash of name and arguments).
 std::unique_ptr<FunctionTable> hashed_functions();
