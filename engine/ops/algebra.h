@@ -86,6 +86,11 @@ class ConcreteAlgebra {
 // Bounds of Z3Algebra::normal_form: expanding products of long sums
 // (scores over a layer norm's outputs) can take longer than any proof.
 constexpr unsigned kNormalFormSteps = 2'000'000;
+// A rewrite step can multiply two long sums, so steps do not bound the time:
+// past this wall-clock limit the plain simplification is used instead (the
+// result is still equal, only not normal; the solver then decides). Without
+// it, a tied embedding's clipped gradient spent minutes normalising.
+constexpr unsigned kNormalFormMilliseconds = 500;
 // A maximum's leaves are normalised only while small: a rewrite step can
 // multiply two long sums, so steps do not bound the time, and a stage whose
 // scores sit on a layer norm spent minutes normalising thousands of leaves.
@@ -100,6 +105,7 @@ class Z3Algebra {
   explicit Z3Algebra(z3::context& ctx) : ctx_(ctx), normal_form_params_(ctx) {
     normal_form_params_.set("som", true);
     normal_form_params_.set("max_steps", kNormalFormSteps);
+    normal_form_params_.set("timeout", kNormalFormMilliseconds);
   }
 
   z3::context& ctx() const { return ctx_; }

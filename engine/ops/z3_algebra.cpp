@@ -107,7 +107,7 @@ V Z3Algebra::minimum_of(const std::vector<V>& terms) {
 V Z3Algebra::normal_form(const V& e) const {
   try {
     return e.simplify(normal_form_params_);
-  } catch (const z3::exception&) {  // "max. steps exceeded"
+  } catch (const z3::exception&) {  // "max. steps exceeded", or its time limit
     return e.simplify();
   }
 }

@@ -219,6 +219,7 @@ class Prover {
     std::vector<std::optional<z3::expr>> differences;  // arithmetic elements' differences
     std::vector<const ElementCheck<z3::expr>*> pending;
     for (const ElementCheck<z3::expr>& check : claim.checks) {
+      if (z3::eq(check.parallel, check.logical)) continue;  // the same term: nothing to normalise
       std::optional<z3::expr> difference;
       if (!check.parallel.is_bool()) difference = alg_.normal_form(check.parallel - check.logical);
       z3::expr neq =
