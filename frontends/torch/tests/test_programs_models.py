@@ -48,6 +48,8 @@ CASES = [
     ("seqpar_bucketed", "dp=2,tp=2", None, 0, None),
     ("seqpar_bucketed", "dp=2,tp=2", "rs-wrong-dim", 1, "grad:"),
     ("seqpar_bucketed", "dp=2,tp=2", "bucket-tail-dropped", 1, "grad:"),
+    ("inplace_collectives", "dp=2,tp=2", None, 0, None),
+    ("inplace_collectives", "dp=2,tp=2", "no-input-grad-reduce", 1, "grad:"),
 ]
 
 
