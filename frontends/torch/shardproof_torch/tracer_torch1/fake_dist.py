@@ -1,7 +1,15 @@
 """torch.distributed, replaced during capture: every collective becomes one of the
 `shardproof` ops (library.py) on its group, in-place collectives write their result back
 with copy_ (which functionalization turns into plain data flow), and rank queries answer
-from the instrumented ctx."""
+from the instrumented ctx.
+
+torch.distributed is invisible to autograd: its kernels write the tensors' memory. So the
+write-back is not recorded by autograd either (`_write_back`): a tensor all-reduced in place
+keeps its autograd history (its gradient passes the collective as the identity), and an
+output buffer gets no history from the collective's input (no gradient flows back through an
+all-gather). Recorded, the copy_ would cut the gradient at every in-place collective of a
+tracked tensor (a row-parallel sum all-reduced in forward without an autograd.Function),
+and only on ranks whose group has more than one member."""
 import contextlib
 
 import torch
@@ -29,6 +37,12 @@ def _reduce_name(op):
     shown = next((n for n in ("PRODUCT", "MIN", "BAND", "BOR", "BXOR", "PREMUL_SUM")
                   if hasattr(dist.ReduceOp, n) and op == getattr(dist.ReduceOp, n)), op)
     raise _error("collective-op", f"reduce op {shown} is not supported (SUM, MAX, AVG are)")
+
+
+def _write_back(out, value):
+    """out <- value as a collective writes it: outside autograd (see the module's doc)."""
+    with torch.no_grad():
+        out.copy_(value)
 
 
 def _error(rule, text):
@@ -88,7 +102,7 @@ class FakeDistributed:
         g = self._group(group)
         red = _reduce_name(op)
         if g.size() > 1:
-            tensor.copy_(ops().all_reduce(tensor, red, g.gid))
+            _write_back(tensor, ops().all_reduce(tensor, red, g.gid))
         return self._finish(async_op)
 
     def all_gather(self, tensor_list, tensor, group=None, async_op=False):
@@ -97,11 +111,11 @@ class FakeDistributed:
             raise _error("collective-shape", f"all_gather into {len(tensor_list)} tensors on a "
                          f"group of {g.size()}")
         if g.size() == 1:
-            tensor_list[0].copy_(tensor)
+            _write_back(tensor_list[0], tensor)
         else:
             stacked = ops().all_gather(tensor, g.size(), g.gid)
             for i, out in enumerate(tensor_list):
-                out.copy_(stacked[i])
+                _write_back(out, stacked[i])
         return self._finish(async_op)
 
     def all_gather_into_tensor(self, output_tensor, input_tensor, group=None, async_op=False):
@@ -111,10 +125,10 @@ class FakeDistributed:
                          f"{list(output_tensor.shape)} is not {g.size()} x input "
                          f"{list(input_tensor.shape)}")
         if g.size() == 1:
-            output_tensor.copy_(input_tensor.reshape(output_tensor.shape))
+            _write_back(output_tensor, input_tensor.reshape(output_tensor.shape))
         else:
             stacked = ops().all_gather(input_tensor, g.size(), g.gid)
-            output_tensor.copy_(stacked.reshape(output_tensor.shape))
+            _write_back(output_tensor, stacked.reshape(output_tensor.shape))
         return self._finish(async_op)
 
     def reduce_scatter_tensor(self, output, input, op=dist.ReduceOp.SUM, group=None,
@@ -126,9 +140,10 @@ class FakeDistributed:
             raise _error("collective-shape", f"reduce_scatter_tensor: input {list(input.shape)} "
                          f"does not cut into {g.size()} pieces of {list(output.shape)} along dim 0")
         if g.size() == 1:
-            output.copy_(input.reshape(output.shape))
+            _write_back(output, input.reshape(output.shape))
         else:
-            output.copy_(ops().reduce_scatter(input, red, g.size(), g.gid).reshape(output.shape))
+            _write_back(output, ops().reduce_scatter(input, red, g.size(), g.gid)
+                        .reshape(output.shape))
         return self._finish(async_op)
 
     def all_to_all_single(self, output, input, output_split_sizes=None, input_split_sizes=None,
@@ -142,9 +157,9 @@ class FakeDistributed:
             raise _error("collective-shape", f"all_to_all_single: dim 0 of {list(input.shape)} "
                          f"does not cut into {g.size()} pieces")
         if g.size() == 1:
-            output.copy_(input)
+            _write_back(output, input)
         else:
-            output.copy_(ops().all_to_all(input, g.size(), g.gid))
+            _write_back(output, ops().all_to_all(input, g.size(), g.gid))
         return self._finish(async_op)
 
     def broadcast(self, tensor, src, group=None, async_op=False):
@@ -153,7 +168,7 @@ class FakeDistributed:
             raise _error("collective-group", f"broadcast from rank {src}, not in the group "
                          f"{g.current_ranks}")
         if g.size() > 1:
-            tensor.copy_(ops().broadcast(tensor, g.current_ranks.index(src), g.gid))
+            _write_back(tensor, ops().broadcast(tensor, g.current_ranks.index(src), g.gid))
         return self._finish(async_op)
 
     def send(self, tensor, dst, group=None, tag=0):
@@ -164,7 +179,7 @@ class FakeDistributed:
         if src is None:
             raise _error("collective-peer", "recv without src is not supported")
         self._peer(src, group)
-        tensor.copy_(ops().recv(tensor, int(src), -1))
+        _write_back(tensor, ops().recv(tensor, int(src), -1))
         return src
 
     def isend(self, tensor, dst, group=None, tag=0):
