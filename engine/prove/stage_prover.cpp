@@ -221,7 +221,7 @@ class Prover {
     for (const ElementCheck<z3::expr>& check : claim.checks) {
       if (z3::eq(check.parallel, check.logical)) continue;  // the same term: nothing to normalise
       std::optional<z3::expr> difference;
-      if (!check.parallel.is_bool()) difference = alg_.normal_form(check.parallel - check.logical);
+      if (!check.parallel.is_bool()) difference = normal_difference(check);
       z3::expr neq =
           difference ? (*difference != 0).simplify() : (check.parallel != check.logical).simplify();
       if (neq.is_false() || proven_.count(neq.id())) continue;
@@ -580,9 +580,24 @@ class Prover {
     f.counterexample = cx;
   }
 
+  // An element's parallel minus logical value, in sum-of-monomials form
+  // while that stays quick: once one element's normal form runs out of time
+  // (kNormalFormMilliseconds), the stage's others are only simplified, or a
+  // stage of a thousand such elements would take minutes before its query.
+  z3::expr normal_difference(const ElementCheck<z3::expr>& check) {
+    const z3::expr d = check.parallel - check.logical;
+    if (!normalising_) return d.simplify();
+    const auto start = Clock::now();
+    z3::expr n = alg_.normal_form(d);
+    if (Clock::now() - start >= std::chrono::milliseconds(kNormalFormMilliseconds))
+      normalising_ = false;
+    return n;
+  }
+
   const Stage& stage_;
   ProverOptions options_;
   bool in_domain_ = false;
+  bool normalising_ = true;                                      // normal_difference
   std::shared_ptr<z3::context> lease_ = lease_thread_context();  // outlives every term
   z3::context& ctx_ = *lease_;
   Z3Algebra alg_;
