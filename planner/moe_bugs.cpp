@@ -313,14 +313,9 @@ bool Builder::synced_over_edp(const Param& p) const {
 }
 
 Group Builder::edp_group() const {
-  std::vector<std::string> axes;
-  if (s.compact_expert_mesh()) axes.push_back("dp");
+  std::vector<std::string> axes = mesh().edp_axes();
   if (s.cp > 1) axes.push_back("cp");
   return Group::along(axes);
-}
-
-Ix Builder::edp_leader() const {
-  return s.compact_expert_mesh() ? Ix::axis("ep") : dp_coord();
 }
 
 std::vector<Coord> Builder::sync_members(const Param& p, const Coord& x) const {

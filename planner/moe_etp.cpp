@@ -47,6 +47,16 @@ Coord Builder::expert_coord(Coord x, int q) const {
   return x;
 }
 
+Aff Builder::etp_rank(const Coord& x) const {
+  if (!sym()) return int(x.t) % s.etp;
+  return mesh().number(x, mesh().etp_axes());
+}
+
+Aff Builder::token_split(const Coord& x) const {
+  if (!sym()) return int(x.t) / s.etp;
+  return mesh().number(x, mesh().split_axes());
+}
+
 std::string Builder::split_side(const Coord& x, const std::string& name) const {
   return s.etp_split() ? at(x, name) + ".split" : at(x, name);
 }
@@ -74,11 +84,12 @@ void Builder::split_tokens(Coord x0, int i, const std::string& name) {
   each_dp_cp(x0, [&](const Coord& xd) {
     each_tp(xd, [&](const Coord& x) {
       const std::string out = claim(x, split_side(x, name), name, slots, kSplit);
-      int64_t j = int(x.t) / s.etp;
       // Bug: the tokens are not split: every tp rank sends split 0.
-      if (tokens && moe_fires("etp-tokens-not-split", i, x)) j = 0;
-      op(x, name + ".split", "slice", {at(x, name)}, {out},
-         {{"dim", 0}, {"start", j * len}, {"end", (j + 1) * len}});
+      branch(tokens ? moe_site("etp-tokens-not-split", i, x) : BugSite{}, [&](bool buggy) {
+        const Aff j = buggy ? Aff(0) : token_split(x);
+        op(x, name + ".split", "slice", {at(x, name)}, {out},
+           {{"dim", 0}, {"start", (j * len).attr()}, {"end", (j * len + len).attr()}});
+      });
     });
   });
 }
@@ -87,6 +98,20 @@ void Builder::gather_splits(Coord x0, const std::string& name) {
   if (!s.etp_split()) return;
   const Shape slots = {s.B, s.E, s.C, s.H};
   const bool ref = name == layer(s.moe_bug_layer()) + ".moe.out";
+  if (sym()) {
+    // One template: the splits' group (its axes), named at its first
+    // member (the bug's reversed order is refused: compact_unsupported).
+    each_dp_cp(x0, [&](const Coord& xd) {
+      each_tp(xd, [&](const Coord& x) {
+        const std::string in = returned_side(x, name);
+        const std::string out = claim(x, token_side(x, name), name, slots, kSlots);
+        const Coord xg = mesh().zeroed(x, mesh().split_axes());
+        collective(at(xg, name + ".split_all_gather"), "all_gather", {in}, {out},
+                   Group::along(mesh().split_axes()), {{"dim", 0}});
+      });
+    });
+    return;
+  }
   each_dp_cp(x0, [&](const Coord& xd) {
     for (int k = 0; k < s.etp; ++k) {
       Coord xg = xd;  // named at the group's first member
@@ -116,6 +141,7 @@ void Builder::expert_sum(Coord x0, const std::string& name,
     each_dp_cp(x0, [&](const Coord& x) { tp_sum(x, name, slots, spec, -1, name, produce); });
     return;
   }
+  if (sym()) return expert_sum_compact(x0, name, produce);
   each_dp_cp(x0, [&](const Coord& xd) {
     for (int j = 0; j < s.etp_splits(); ++j) {
       Coord xg = xd;
@@ -144,6 +170,35 @@ void Builder::expert_sum(Coord x0, const std::string& name,
                      Group{ranks[k]}, {{"reduce", "sum"}});
       });
     }
+  });
+}
+
+// The compact form: one rank's part (etp rank k of etp), all-reduced over
+// the etp axis, named at the group's first member.
+void Builder::expert_sum_compact(
+    Coord x0, const std::string& name,
+    const std::function<void(const Coord&, const std::string&)>& produce) {
+  const Shape slots = {s.B, s.E, s.C, s.H};
+  const Spec spec = expert_spec(Ax::Full);
+  each_dp_cp(x0, [&](const Coord& xd) {
+    each_tp(xd, [&](const Coord& x) {
+      if (s.etp == 1) return produce(x, act(x, name, slots, spec));
+      const std::string part =
+          claim(x, at(x, name + ".part"), name, slots, spec, Part{etp_rank(x), s.etp});
+      produce(x, part);
+      const std::string out = act(x, name, slots, spec);
+      const Coord xg = mesh().zeroed(x, mesh().etp_axes());
+      const std::string op_name = at(xg, name + ".etp_all_reduce");
+      const auto hook = moe_tp_sum_bug(name, xg);
+      branch(hook.second, [&](bool buggy) {
+        if (!buggy || hook.first != "skip")
+          return collective(op_name, "all_reduce", {part}, {out}, Group::along(mesh().etp_axes()),
+                            {{"reduce", "sum"}});
+        // Each rank goes on with its own part.
+        collective(op_name + ".solo" + etp_rank(x).text(), "all_reduce", {part}, {out},
+                   solo_group(x), {{"reduce", "sum"}});
+      });
+    });
   });
 }
 

@@ -77,6 +77,12 @@ std::string Builder::token_side(const Coord& x, const std::string& name) const {
 
 void Builder::moe_all_to_all(Coord x0, const std::string& name, bool to_experts) {
   if (s.ep == 1) return;
+  if (sym()) {
+    // One template: the ep group (its axes) named at its first member.
+    Coord x = devices(x0.p).front();
+    x.m = x0.m;
+    return all_to_all_group(mesh().zeroed(x, mesh().ep_axes()), name, to_experts);
+  }
   if (s.etp_split()) {
     // The ep groups of the expert mesh, one per etp rank (and cp rank, as
     // at etp = tp).

@@ -27,6 +27,7 @@
 #include "planner/plan_builder.h"
 #include "planner/planner.h"
 #include "planner/transformer_graph.h"
+#include "planner/transformer_mesh.h"
 
 namespace shardproof::planner::transformer {
 
@@ -97,10 +98,7 @@ struct Layout {
   // its dp rank's sequences to the experts.
   int etp_splits() const { return tp / etp; }
   int edp() const { return dp * etp_splits() / ep; }
-  // The compact form of that mesh (1 < ep < dp): a dp rank d is two mesh
-  // axes, `dp` = d / ep (its place in its edp group) and `ep` = d % ep, so
-  // that both groups are lines of the mesh (transformer_plan.cpp).
-  bool compact_expert_mesh() const { return c.compact && moe() && ep > 1 && ep < dp; }
+  // The compact form numbers these ranks over mesh axes (transformer_mesh.h).
   int first_dense = 0;
   bool moe() const { return E > 0; }
   bool moe_layer(int i) const { return E > 0 && i >= first_dense; }
@@ -179,7 +177,9 @@ std::string compact_unsupported(const Layout& s);
 
 class Builder {
  public:
-  Builder(const Layout& layout, Graph& graph) : s(layout), g(graph) {}
+  Builder(const Layout& layout, Graph& graph) : s(layout), g(graph) {
+    if (g.compact()) mesh_.emplace(s);
+  }
   void build();
 
  private:
@@ -253,6 +253,8 @@ class Builder {
   Aff edp_rank(const Coord& x) const;
   // The size of a mesh axis of the compact form.
   int axis_size(const std::string& axis) const;
+  // The compact form's mesh (transformer_mesh.h); an internal error in v1.
+  const CompactMesh& mesh() const;
 
   // A sum over the tp group: `produce(x, out)` writes part t of tp of logical
   // `name` (full shape `full`, cut as `spec` with `seq_dim` being Seq) into
@@ -380,6 +382,9 @@ class Builder {
   // the device of expert-dp index q with x's etp rank.
   int expert_dp(const Coord& x) const;
   Coord expert_coord(Coord x, int q) const;
+  // x's etp rank (t % etp) and token split (t / etp), affine in the compact form.
+  Aff etp_rank(const Coord& x) const;
+  Aff token_split(const Coord& x) const;
   // The tokens at(x, name) of the rank's token split (Ax::EtpBatch), what
   // it sends to the experts (at(x, name) unless etp < tp).
   std::string split_side(const Coord& x, const std::string& name) const;
@@ -392,6 +397,8 @@ class Builder {
   // of each token split (etp < tp; nothing to sum at etp 1).
   void expert_sum(Coord x0, const std::string& name,
                   const std::function<void(const Coord&, const std::string&)>& produce);
+  void expert_sum_compact(Coord x0, const std::string& name,
+                          const std::function<void(const Coord&, const std::string&)>& produce);
   std::vector<Coord> etp_members(const Coord& x) const;
   // --clip: the ranks whose expert pieces x's expert sum of squares joins.
   std::vector<int> etp_norm_group(const Coord& x) const;
@@ -427,10 +434,8 @@ class Builder {
   // Whether p's gradient is summed over the edp (x cp) group: an expert
   // block replicated there, or the shared expert under its bug.
   bool synced_over_edp(const Param& p) const;
-  // Compact form: that group (along dp on the expert mesh, and cp), and the
-  // dp rank of its first member (d % ep).
+  // Compact form: that group (its edp axes, and cp).
   Group edp_group() const;
-  Ix edp_leader() const;
   // The members of the gradient sync of p that x leads (its dp x cp group,
   // its edp group, or what a bug makes of it), empty when x leads none.
   std::vector<Coord> sync_members(const Param& p, const Coord& x) const;
@@ -556,6 +561,7 @@ class Builder {
 
   const Layout& s;
   Graph& g;
+  std::optional<CompactMesh> mesh_;
   std::vector<Param> params_;
   // (rank, piece) -> contributions, in emission order.
   std::map<std::pair<int, std::string>, std::vector<std::string>> grads_;

@@ -47,7 +47,7 @@ std::string Builder::at(const Coord& x, const std::string& name) const {
 }
 
 std::vector<Coord> Builder::devices(int p) const {
-  if (sym()) return {Coord{dp_coord(), s.cp > 1 ? Ix::axis("cp") : Ix(0), Ix::axis("tp"), p, 0}};
+  if (sym()) return {Coord{dp_coord(), s.cp > 1 ? Ix::axis("cp") : Ix(0), mesh().tp(), p, 0}};
   std::vector<Coord> out;
   for (int d = 0; d < s.dp; ++d)
     for (int c = 0; c < s.cp; ++c)
@@ -62,48 +62,30 @@ std::vector<Ix> Builder::dp_ranks() const {
   return out;
 }
 
+const CompactMesh& Builder::mesh() const {
+  if (!mesh_) throw std::logic_error("transformer planner: the v1 plan has no compact mesh");
+  return *mesh_;
+}
+
 Ix Builder::dp_coord() const {
-  if (!s.compact_expert_mesh()) return Ix::axis("dp");
-  return Ix::affine(Aff::axis("dp") * s.ep + Aff::axis("ep"));
+  return mesh().dp();
 }
 
-namespace {
-
-// A dp rank of the compact expert mesh, dp*ep*a + ep*b + c, as its place
-// in its edp group (dp*a + c / ep) and its ep rank (ep*b + c % ep); only the
-// forms the builder writes (a, b in {0, 1}; c == 0 when b == 1).
-std::pair<Aff, Aff> split_dp(const Aff& d, int ep) {
-  const auto& k = d.terms();
-  const int64_t a = k.count("dp") ? k.at("dp") : 0, b = k.count("ep") ? k.at("ep") : 0;
-  if (k.size() != size_t(a != 0) + size_t(b != 0) || (a != 0 && a != ep) || (b != 0 && b != 1) ||
-      d.offset() < 0 || (b != 0 && d.offset() != 0))
-    throw std::logic_error("transformer planner: dp rank " + d.text() +
-                           " is not one of the expert mesh");
-  return {Aff::axis("dp") * (a / ep) + d.offset() / ep, Aff::axis("ep") * b + d.offset() % ep};
-}
-
-}  // namespace
-
+// In the compact form the expert mesh's ranks are numbers over the mesh's
+// axes (transformer_mesh.h); in v1, of x's expert-dp index (moe_etp.cpp).
 Aff Builder::ep_rank(const Coord& x) const {
-  if (!x.d.symbolic()) return expert_dp(x) % s.ep;
-  if (!s.compact_expert_mesh()) return s.ep == 1 ? Aff(0) : Aff(x.d);  // ep is 1 or dp
-  return split_dp(x.d.aff(), s.ep).second;
+  if (!sym()) return expert_dp(x) % s.ep;
+  return mesh().number(x, mesh().ep_axes());
 }
 
 Aff Builder::edp_rank(const Coord& x) const {
-  if (!x.d.symbolic()) return expert_dp(x) / s.ep;
-  if (!s.compact_expert_mesh()) return s.ep == 1 ? Aff(x.d) : Aff(0);
-  return split_dp(x.d.aff(), s.ep).first;
+  if (!sym()) return expert_dp(x) / s.ep;
+  return mesh().number(x, mesh().edp_axes());
 }
 
 int Builder::axis_size(const std::string& axis) const {
-  if (axis == "dp") return s.compact_expert_mesh() ? s.edp() : s.dp;
-  if (axis == "ep") return s.ep;
-  if (axis == "cp") return s.cp;
-  if (axis == "tp") return s.tp;
-  if (axis == "pp") return s.pp;
   if (axis == "mb") return s.mb;
-  throw std::logic_error("transformer planner: no mesh axis " + axis);
+  return mesh().size(axis);
 }
 
 std::vector<Ix> Builder::microbatches() const {
@@ -174,12 +156,12 @@ SymSlice Builder::slice_of(const Coord& x, const Shape& full, const Spec& spec) 
         slice.push_back(block(n, s.ep, ep_rank(x)));
         break;
       case Ax::Etp:
-        slice.push_back(s.etp_split() ? block(n, s.etp, int(x.t) % s.etp) : block(n, s.tp, x.t));
+        slice.push_back(s.etp_split() ? block(n, s.etp, etp_rank(x)) : block(n, s.tp, x.t));
         break;
       case Ax::EtpBatch:
-        // v1 only (etp < tp): split t / etp of the rank's Batch block.
+        // etp < tp: split t / etp of the rank's Batch block.
         slice.push_back(block(n, int64_t(s.dp) * s.mb * s.etp_splits(),
-                              batch_block(x) * s.etp_splits() + int(x.t) / s.etp));
+                              batch_block(x) * s.etp_splits() + token_split(x)));
         break;
       case Ax::TpUp: {
         SymRange r = block(n / 2, s.tp, x.t);
@@ -228,7 +210,7 @@ std::string Builder::constant(const Coord& x, const std::string& name, const Sha
 }
 
 Group Builder::tp_group(const Coord& x) const {
-  if (sym()) return Group::along({"tp"});
+  if (sym()) return Group::along(mesh().tp_axes());
   std::vector<int> group;
   for (int t = 0; t < s.tp; ++t) group.push_back(s.rank(x.d, x.c, t, x.p));
   return group;
@@ -247,9 +229,8 @@ Group Builder::cp_group(const Coord& x) const {
 
 Group Builder::dp_cp_group(const Coord& x) const {
   if (sym()) {
-    // Members in dp rank order: the expert mesh's dp rank is dp*ep + ep.
-    std::vector<std::string> axes = {"dp"};
-    if (s.compact_expert_mesh()) axes.push_back("ep");
+    // Members in dp rank order (the expert mesh's dp rank is dp*ep + ep).
+    std::vector<std::string> axes = mesh().dp_axes();
     if (s.cp > 1) axes.push_back("cp");
     return Group::along(axes);
   }
@@ -275,7 +256,7 @@ void Builder::collective(const std::string& name, const std::string& op,
 // In the compact form the tp rank is the axis: one pass writes every rank.
 void Builder::each_tp(Coord x, const std::function<void(const Coord&)>& local) {
   if (sym()) {
-    x.t = Ix::axis("tp");
+    x.t = mesh().tp();
     local(x);
     return;
   }
@@ -292,8 +273,7 @@ void Builder::each_dp(Coord x, const std::function<void(const Coord&)>& local) {
 }
 
 std::vector<Ix> Builder::ep_leaders() const {
-  // The compact expert mesh: the first member of the ep group along the ep axis.
-  if (sym()) return {s.compact_expert_mesh() ? Ix::affine(Aff::axis("dp") * s.ep) : Ix(0)};
+  // v1 only: the compact form writes one group (moe_all_to_all).
   // etp < tp: expert-dp indices (moe_etp.cpp).
   if (s.etp_split()) {
     std::vector<Ix> out;
@@ -306,7 +286,7 @@ std::vector<Ix> Builder::ep_leaders() const {
 }
 
 void Builder::each_ep(Coord x, const std::function<void(const Coord&)>& local) {
-  if (sym()) return each_dp(x, local);
+  if (sym()) return local(mesh().spanned(x, mesh().ep_axes()));
   if (s.etp_split()) {
     const int first = expert_dp(x);
     for (int q = first; q < first + s.ep; ++q) local(expert_coord(x, q));
@@ -317,8 +297,8 @@ void Builder::each_ep(Coord x, const std::function<void(const Coord&)>& local) {
 }
 
 Group Builder::ep_group(const Coord& x) const {
-  // Compact: the ep axis of the expert mesh, or (ep == dp) the dp axis.
-  if (sym()) return Group::along({s.compact_expert_mesh() ? "ep" : "dp"});
+  // Compact: the ep axes of the expert mesh, or (ep == dp) the dp axis.
+  if (sym()) return Group::along(mesh().ep_axes());
   std::vector<int> group;
   if (s.etp_split()) {
     const int first = expert_dp(x);

@@ -252,21 +252,10 @@ void Builder::clip_gradients() {
 // for both forms: the group of the rank at coordinate 0, read off its members).
 std::vector<std::string> Builder::norm_axes(bool expert) const {
   std::set<std::string> vary;
-  for (int r : norm_group(Coord{}, expert)) {
-    const int t = r % s.tp, c = (r / s.tp) % s.cp, d = (r / s.tp / s.cp) % s.dp;
-    const int p = r / s.tp / s.cp / s.dp;
-    if (p != 0) vary.insert("pp");
-    if (s.compact_expert_mesh()) {
-      if (d / s.ep != 0) vary.insert("dp");
-      if (d % s.ep != 0) vary.insert("ep");
-    } else if (d != 0) {
-      vary.insert("dp");
-    }
-    if (c != 0) vary.insert("cp");
-    if (t != 0) vary.insert("tp");
-  }
+  for (int r : norm_group(Coord{}, expert))
+    for (const std::string& axis : mesh().nonzero_axes(r)) vary.insert(axis);
   std::vector<std::string> axes;
-  for (const char* axis : {"pp", "dp", "ep", "cp", "tp"})
+  for (const auto& [axis, size] : mesh().axes())
     if (vary.count(axis)) axes.push_back(axis);
   return axes;
 }
@@ -287,7 +276,7 @@ void Builder::clip_gradients_compact() {
     if (share == NormShare::FirstKvReplica)
       throw std::logic_error("transformer planner: the compact form has no kv replicas");
     const bool first_tp = share == NormShare::FirstTp && s.tp > 1;
-    Graph::When only(g, first_tp ? "tp == 0" : "");
+    Graph::When only(g, first_tp ? mesh().tp0() : "");
     terms[{s.moe() && expert_piece(u.p->spec), u.x.p}].push_back(
         {piece_sum_of_squares(u), first_tp});
   }
@@ -313,11 +302,13 @@ void Builder::clip_gradients_compact() {
         continue;
       }
       {
-        Graph::When first(g, "tp == 0");
+        Graph::When first(g, mesh().tp0());
         chain(all);
       }
-      Graph::When rest(g, "tp >= 1");
-      chain(shared);
+      for (const std::string& rest : mesh().tp_rest()) {
+        Graph::When others(g, rest);
+        chain(shared);
+      }
     }
     const std::vector<std::string> axes = norm_axes(expert);
     const std::string in = at_rank(every, name + ".local"), out = at_rank(every, name + ".total");
@@ -328,18 +319,7 @@ void Builder::clip_gradients_compact() {
       return out;
     }
     // Named at the group's first member: 0 along each axis of the group.
-    auto along = [&](const char* axis) {
-      return std::find(axes.begin(), axes.end(), axis) != axes.end();
-    };
-    Coord first = every;
-    if (along("pp")) first.p = 0;
-    if (along("cp")) first.c = 0;
-    if (along("tp")) first.t = 0;
-    if (s.compact_expert_mesh())
-      first.d = Ix::affine((along("dp") ? Aff(0) : Aff::axis("dp") * s.ep) +
-                           (along("ep") ? Aff(0) : Aff::axis("ep")));
-    else if (along("dp"))
-      first.d = 0;
+    const Coord first = mesh().zeroed(every, axes);
     collective(at_rank(first, name + ".norm_all_reduce"), "all_reduce", {in}, {out},
                Group::along(axes));
     return out;

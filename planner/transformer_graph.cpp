@@ -182,8 +182,12 @@ std::string compact_unsupported(const Layout& s) {
   // The dropout bugs pick their tp ranks in the expanded form only.
   for (const char* bug : {"dropout-rng-replicated-differs", "dropout-rng-sharded-same"})
     if (s.c.bug == bug) return "--bug " + s.c.bug;
-  // Megatron's expert mesh re-factoring tp x dp: written expanded only.
-  if (s.etp_split()) return "--etp below tp";
+  // Megatron's expert mesh re-factoring tp x dp where its ep rank is no
+  // number over mesh axes (transformer_mesh.h); the token splits gathered
+  // in reverse order (the compact form orders a group's members by their
+  // coordinates).
+  if (std::string why = CompactMesh::unsupported(s); !why.empty()) return why;
+  if (s.c.bug == "etp-split-gather-reversed") return "--bug " + s.c.bug;
   // The training-step bugs (step_bugs.cpp) are written into the expanded
   // form only, but for those compact_step_bug names.
   for (const BugSpec& b : step_bug_table())

@@ -208,11 +208,11 @@ void Builder::head_forward_backward(Coord x0) {
     std::string loss;
     if (sym()) {
       // Only tp rank 0's loss is an output: one template per condition.
-      if (s.tp > 1) {
-        Graph::When rest(g, "tp >= 1");
+      for (const std::string& rest : mesh().tp_rest()) {
+        Graph::When others(g, rest);
         act(x, "loss", {}, {}, part);
       }
-      Graph::When first(g, "tp == 0");
+      Graph::When first(g, mesh().tp0());
       loss = act(x, "loss", {}, {}, part);
       g.output(loss);
     } else {

@@ -110,11 +110,9 @@ void Builder::gather_param_compact(const Param& p) {
   declare(x, shard, p.loaded, zero_slice(p, x));
   add_input(shard);
   const std::string whole = claim(x, at_rank(x, p.local), p.loaded, p.full, p.spec);
-  Coord x0 = x;
-  x0.c = 0;
-  x0.d = zero_over_edp(p) ? Ix::axis("ep") : Ix(0);
-  collective(at_rank(x0, p.local + ".zero3_all_gather"), "all_gather", {shard}, {whole},
-             zero_over_edp(p) ? Group::along({"dp"}) : dp_cp_group(x), {{"dim", 0}});
+  const Group group = zero_over_edp(p) ? edp_group() : dp_cp_group(x);
+  collective(at_rank(mesh().zeroed(x, group.axes), p.local + ".zero3_all_gather"), "all_gather",
+             {shard}, {whole}, group, {{"dim", 0}});
 }
 
 void Builder::inputs() {

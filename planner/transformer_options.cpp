@@ -58,11 +58,11 @@ void Builder::output_projection(const Coord& x, int i, const std::string& out) {
   auto rest = [&] { branch(every, [&](bool buggy) { buggy ? with_bias() : without_bias(); }); };
   if (!sym()) return x.t == 0 ? with_bias() : rest();
   {
-    Graph::When first(g, "tp == 0");
+    Graph::When first(g, mesh().tp0());
     with_bias();
   }
-  if (s.tp > 1) {
-    Graph::When others(g, "tp >= 1");
+  for (const std::string& others : mesh().tp_rest()) {
+    Graph::When there(g, others);
     rest();
   }
 }

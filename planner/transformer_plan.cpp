@@ -87,17 +87,10 @@ nlohmann::json transformer_plan(const ModelShape& model, const PlanConfig& confi
   if (config.compact) {
     if (std::string why = compact_unsupported(s); !why.empty())
       throw std::invalid_argument(model.name + ": --compact does not support " + why + " yet");
-    // Rank order: tp fastest, then cp, dp, pp (Layout::rank). The expert
-    // mesh splits dp rank d into dp = d / ep and ep = d % ep (ep faster), so
-    // the ranks keep their numbers.
-    std::vector<std::pair<std::string, int>> axes = {{"pp", s.pp}};
-    if (s.compact_expert_mesh())
-      axes.insert(axes.end(), {{"dp", s.edp()}, {"ep", s.ep}});
-    else
-      axes.push_back({"dp", s.dp});
-    if (s.cp > 1) axes.push_back({"cp", s.cp});
-    axes.push_back({"tp", s.tp});
-    CompactBuilder parallel(axes, s.mb);
+    // Rank order: tp fastest, then cp, dp, pp (Layout::rank); the expert
+    // mesh's axes number the dp and tp ranks so that the ranks keep their
+    // numbers (transformer_mesh.h).
+    CompactBuilder parallel(CompactMesh(s).axes(), s.mb);
     Builder(s, *compact_graph(parallel, s)).build();
     parallel_json = parallel.to_json();
   } else {

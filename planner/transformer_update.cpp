@@ -342,7 +342,8 @@ void Builder::dp_sync(const Param& p, const Coord& x, const std::vector<std::str
       // The compact form: one template over every (dp, cp) rank, its place
       // in its group (dp x cp, or edp x cp).
       if (sym()) {
-        const Aff d = synced_over_edp(p) ? edp_rank(Coord{dp_coord()}) : Aff(dp_coord());
+        const Coord xs = devices(x.p).front();
+        const Aff d = synced_over_edp(p) ? edp_rank(xs) : Aff(xs.d);
         return alone(d * s.cp + (s.cp > 1 ? Aff(Ix::axis("cp")) : Aff(0)), in[0], out[0],
                      Group::along({}));
       }
@@ -419,11 +420,9 @@ void Builder::finish_step(const Param& p, const Coord& x, const std::string& nex
     const std::string out =
         claim(x, at_rank(x, p.local + ".next"), p.logical + ".next", p.full, p.spec);
     add_output(out);
-    Coord x0 = x;
-    x0.c = 0;
-    x0.d = zero_over_edp(p) ? Ix::axis("ep") : Ix(0);
-    collective(at_rank(x0, p.local + ".zero_all_gather"), "all_gather", {next}, {out},
-               zero_over_edp(p) ? Group::along({"dp"}) : dp_cp_group(x), {{"dim", 0}});
+    const Group group = zero_over_edp(p) ? edp_group() : dp_cp_group(x);
+    collective(at_rank(mesh().zeroed(x, group.axes), p.local + ".zero_all_gather"), "all_gather",
+               {next}, {out}, group, {{"dim", 0}});
     return;
   }
   const std::vector<Coord> members = zero_members(p, x);

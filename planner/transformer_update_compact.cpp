@@ -130,12 +130,10 @@ void Builder::update_piece_compact(const Param& p) {
     if (zero && s.zero == 2) sh[0] /= zero_ways(p);
     const std::string out = output(zero ? "dp_shard" : "dp", !(zero && s.zero == 1), sh);
     // Named at the group's first member: dp rank 0, or the edp (x cp)
-    // group's, dp rank d % ep: the ep axis on the expert mesh, the dp rank
-    // itself at ep = dp (its group is its cp ranks).
-    Coord first = x;
-    first.d = over_edp ? edp_leader() : Ix(0);
-    first.c = 0;
-    dp_sync(p, first, {cur}, {out}, over_edp ? edp_group() : dp_cp_group(x), zero && s.zero >= 2);
+    // group's, 0 along its axes (the ep axis stays on the expert mesh, the
+    // dp rank itself at ep = dp, whose group is its cp ranks).
+    const Group group = over_edp ? edp_group() : dp_cp_group(x);
+    dp_sync(p, mesh().zeroed(x, group.axes), {cur}, {out}, group, zero && s.zero >= 2);
     cur = out;
   }
   // ZeRO-1: every rank has the whole sum and keeps its own shard.

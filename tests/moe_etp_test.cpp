@@ -259,7 +259,8 @@ TEST_F(MoeEtpCli, RefusesWhatIsNotWritten) {
                  "tp / etp (2) must divide the sequences per dp rank and micro-batch (1)");
   expect_refused("moe-tiny --dp 2 --tp 2 --etp 1 --zero 1 --cp 2",
                  "--etp 1 below tp 2: --zero with --cp is not supported");
-  expect_refused("moe-tiny --tp 2 --etp 1 --compact", "--compact does not support --etp below tp");
+  expect_refused("moe-tiny --tp 2 --etp 1 --ep 2 --compact --bug etp-split-gather-reversed",
+                 "--compact does not support --bug etp-split-gather-reversed");
 }
 
 TEST_F(MoeEtpCli, RefusesBugsWhereTheyCannotApply) {

@@ -15,8 +15,11 @@
 namespace shardproof::compact {
 
 // Every axis a compact plan may name; device axes first, then the
-// micro-batch instance axis. An axis is its index in this table.
-inline constexpr std::array<std::string_view, 6> kAxisNames = {"dp", "pp", "tp", "cp", "ep", "mb"};
+// micro-batch instance axis. An axis is its index in this table. `etp`
+// numbers the expert tensor-parallel rank of Megatron's expert mesh when
+// it is below tp (docs/plan-format.md, "The mesh").
+inline constexpr std::array<std::string_view, 7> kAxisNames = {"dp", "pp",  "tp", "cp",
+                                                               "ep", "etp", "mb"};
 inline constexpr int kAxisCount = static_cast<int>(kAxisNames.size());
 inline constexpr int kMbAxis = kAxisCount - 1;
 // Constants and coefficients beyond this are surely mistakes; with

@@ -50,7 +50,7 @@ class Reader {
       std::optional<int> axis = axis_by_name(name);
       if (!axis || *axis == kMbAxis)
         pair.item(0).fail("mesh", "mesh axis " + quoted(name) +
-                                      ": a device axis is one of dp, pp, tp, cp, ep (the "
+                                      ": a device axis is one of dp, pp, tp, cp, ep, etp (the "
                                       "micro-batch count is the mesh's \"mb\")");
       if (m.declared & (1u << *axis))
         pair.item(0).fail("mesh", "mesh axis " + quoted(name) + " is declared twice");
