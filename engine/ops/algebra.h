@@ -91,6 +91,11 @@ constexpr unsigned kNormalFormSteps = 2'000'000;
 // result is still equal, only not normal; the solver then decides). Without
 // it, a tied embedding's clipped gradient spent minutes normalising.
 constexpr unsigned kNormalFormMilliseconds = 500;
+// Terms of at most this many distinct nodes are normalised without that
+// limit: Z3 arms a timer for every timed simplify, which cost 15 % of the
+// soundness fuzzer's speed, and so small a term cannot grow past
+// kNormalFormSteps' reach in time that matters.
+constexpr size_t kUntimedNormalFormNodes = 64;
 // A maximum's leaves are normalised only while small: a rewrite step can
 // multiply two long sums, so steps do not bound the time, and a stage whose
 // scores sit on a layer norm spent minutes normalising thousands of leaves.
@@ -102,10 +107,13 @@ constexpr size_t kLeafNormalFormNodes = 400;
 class Z3Algebra {
  public:
   using Value = z3::expr;
-  explicit Z3Algebra(z3::context& ctx) : ctx_(ctx), normal_form_params_(ctx) {
-    normal_form_params_.set("som", true);
-    normal_form_params_.set("max_steps", kNormalFormSteps);
-    normal_form_params_.set("timeout", kNormalFormMilliseconds);
+  explicit Z3Algebra(z3::context& ctx)
+      : ctx_(ctx), normal_form_params_(ctx), timed_normal_form_params_(ctx) {
+    for (z3::params* p : {&normal_form_params_, &timed_normal_form_params_}) {
+      p->set("som", true);
+      p->set("max_steps", kNormalFormSteps);
+    }
+    timed_normal_form_params_.set("timeout", kNormalFormMilliseconds);
   }
 
   z3::context& ctx() const { return ctx_; }
@@ -152,7 +160,8 @@ class Z3Algebra {
 
   // `e` in sum-of-monomials normal form, so that terms equal as polynomials
   // become one term (a difference that cancels becomes 0); past
-  // kNormalFormSteps rewrites only simplified: equal, just not normal.
+  // kNormalFormSteps rewrites (or kNormalFormMilliseconds, for terms larger
+  // than kUntimedNormalFormNodes) only simplified: equal, just not normal.
   Value normal_form(const Value& e) const;
 
   const std::vector<Value>& assumptions() const { return assumptions_; }
@@ -163,7 +172,8 @@ class Z3Algebra {
  private:
   z3::context& ctx_;
   // Made once: simplify re-validates its parameters by name on every call.
-  z3::params normal_form_params_;
+  z3::params normal_form_params_;        // small terms
+  z3::params timed_normal_form_params_;  // the others
   std::set<unsigned> trusted_;
   bool trusting_ = true;
   std::vector<Value> assumptions_;

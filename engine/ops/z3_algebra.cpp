@@ -104,14 +104,6 @@ V Z3Algebra::minimum_of(const std::vector<V>& terms) {
   return extreme_of(false, terms);
 }
 
-V Z3Algebra::normal_form(const V& e) const {
-  try {
-    return e.simplify(normal_form_params_);
-  } catch (const z3::exception&) {  // "max. steps exceeded", or its time limit
-    return e.simplify();
-  }
-}
-
 namespace {
 
 // Whether `e`'s DAG has more than `limit` distinct nodes (stops counting there).
@@ -130,6 +122,15 @@ bool larger_than(const z3::expr& e, size_t limit) {
 }
 
 }  // namespace
+
+V Z3Algebra::normal_form(const V& e) const {
+  try {
+    return e.simplify(larger_than(e, kUntimedNormalFormNodes) ? timed_normal_form_params_
+                                                              : normal_form_params_);
+  } catch (const z3::exception&) {  // "max. steps exceeded", or its time limit
+    return e.simplify();
+  }
+}
 
 V Z3Algebra::extreme_of(bool is_max, const std::vector<V>& terms) {
   std::unordered_map<unsigned, std::vector<V>>& known = extreme_leaves_[is_max ? 0 : 1];
