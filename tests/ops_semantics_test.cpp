@@ -957,7 +957,6 @@ struct RecordedRelations : AxisRelations {
     for (AxisRef f : factors) entry += " " + s(f);
     log.push_back(entry);
   }
-  void broadcast(AxisRef a) override { log.push_back("broadcast " + s(a)); }
   void combine(AxisRef a) override { log.push_back("combine " + s(a)); }
   bool has(const std::string& entry) const {
     return std::find(log.begin(), log.end(), entry) != log.end();
@@ -1002,7 +1001,6 @@ TEST(OpsAxes, RelationsPerFamily) {
   auto mixed = relations("reshape", {{"shape", Attr::of_int_list({4, 32})}}, {a});
   EXPECT_TRUE(mixed.has("freeze 0.0"));  // 8x16 -> 4x32: no factor-wise map
   EXPECT_TRUE(mixed.has("freeze 1.1"));
-  EXPECT_TRUE(add.has("broadcast 2.0"));  // row [1,16] repeated along dim 0
   EXPECT_TRUE(mm.has("combine 0.1"));
   auto sum = relations("sum", {{"dims", Attr::of_int_list({0})}}, {a});
   EXPECT_TRUE(sum.has("same 0.1 1.0"));

@@ -11,7 +11,8 @@ using Tensors = std::vector<Tensor<V>>;
 
 template <class Alg, class V = typename Alg::Value>
 Tensor<V> max_keep(Alg& alg, const Tensor<V>& x, const std::vector<bool>& reduced) {
-  return reduce_tensor(x, reduced, true, x.cls, [&](const std::vector<V>& g) { return maximum_of(alg, g); });
+  return reduce_tensor(x, reduced, true, x.cls,
+                       [&](const std::vector<V>& g) { return maximum_of(alg, g); });
 }
 
 template <class Alg, class V = typename Alg::Value>
@@ -143,10 +144,9 @@ struct Norm {
     const int out = int(kInputs);
     for (int d = 0; d < rank; ++d) rel.same({0, d}, {out, d});
     for (int i = 1; i < out; ++i) rel.same({i, 0}, {out, rank - 1});
-    // mean over the last dim; w (and b) repeat along every other dim.
+    // mean over the last dim (w and b repeat along every other dim: value
+    // variation knows the norms).
     rel.combine({0, rank - 1});
-    for (int d = 0; d < rank - 1; ++d)
-      if (in[0].shape[d] > 1) rel.broadcast({out, d});
   }
 };
 

@@ -91,9 +91,7 @@ struct Const {
   // the const itself: its uses say whether it is a position (shape
   // reduction then rewrites it) or must keep its value.
   static void relate_axes(const AttrMap&, const std::vector<TensorInfo>&,
-                          const std::vector<TensorInfo>& out, AxisRelations& rel) {
-    for (int d = 0; d < static_cast<int>(out.at(0).shape.size()); ++d)
-      if (out[0].shape[d] > 1) rel.broadcast({0, d});
+                          const std::vector<TensorInfo>&, AxisRelations& rel) {
     rel.same_positions(0, 0);
   }
   static AttrMap reduce_attrs(const AttrMap& attrs, const std::vector<Shape>&,
@@ -142,8 +140,6 @@ struct Iota {
     int dim = 0;
     normalize_dim("iota", "dim", attrs.at("dim").as_int(), shape, dim);
     rel.positions_on(0, {0, dim});
-    for (int d = 0; d < static_cast<int>(shape.size()); ++d)
-      if (d != dim && shape[d] > 1) rel.broadcast({0, d});
   }
   static AttrMap reduce_attrs(const AttrMap& attrs, const std::vector<Shape>&,
                               const std::vector<Shape>& reduced_out, const PositionMap&) {

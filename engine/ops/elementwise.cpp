@@ -18,9 +18,6 @@ struct KernelBase {
   static std::optional<DType> out_dtype(const AttrMap&, const std::vector<TensorInfo>&) {
     return std::nullopt;  // the first value operand's dtype
   }
-  // Integer kernels whose broadcasts shape reduction treats specially
-  // (AxisRelations::compare_broadcast, shift_broadcast).
-  static constexpr void (AxisRelations::*kIntegerBroadcast)(AxisRef) = nullptr;
   // What the kernel does to integer positions (op_def.h, "Integer
   // positions"); integer operands left unmentioned are opaque uses.
   static void relate_positions(const std::vector<TensorInfo>&, const std::vector<TensorInfo>&,
@@ -32,26 +29,6 @@ bool all_integer(const std::vector<TensorInfo>& in) {
     if (dclass_of(t.dtype) != DClass::Int) return false;
   return true;
 }
-
-// Forwards to `inner`, reporting broadcasts through `route` (an integer
-// comparison's or shift's broadcasts: one operand repeated along an axis
-// where another varies).
-class RoutedBroadcasts : public AxisRelations {
- public:
-  RoutedBroadcasts(AxisRelations& inner, void (AxisRelations::*route)(AxisRef))
-      : inner_(inner), route_(route) {}
-  void same(AxisRef a, AxisRef b) override { inner_.same(a, b); }
-  void sub_range(AxisRef part, AxisRef whole, int64_t offset) override {
-    inner_.sub_range(part, whole, offset);
-  }
-  void freeze(AxisRef a) override { inner_.freeze(a); }
-  void broadcast(AxisRef a) override { (inner_.*route_)(a); }
-  void combine(AxisRef a) override { inner_.combine(a); }
-
- private:
-  AxisRelations& inner_;
-  void (AxisRelations::*route_)(AxisRef);
-};
 
 // One elementwise operator from a kernel K:
 //   template <class Alg> static V apply(Alg&, const AttrMap&, const std::vector<V>& args,
@@ -101,12 +78,7 @@ struct Elementwise {
 
   static void relate_axes(const AttrMap&, const std::vector<TensorInfo>& in,
                           const std::vector<TensorInfo>& out, AxisRelations& rel) {
-    if (K::kIntegerBroadcast != nullptr && all_integer(in)) {
-      RoutedBroadcasts routed(rel, K::kIntegerBroadcast);
-      relate_all_broadcast(routed, in, out);
-    } else {
-      relate_all_broadcast(rel, in, out);
-    }
+    relate_all_broadcast(rel, in, out);
     K::relate_positions(in, out, rel);
   }
 
@@ -132,8 +104,6 @@ struct Elementwise {
     static constexpr const char* kName = #NAME;                                                   \
     static constexpr int kArity = 2;                                                              \
     static constexpr Allowed kAllowed = ALLOWED;                                                  \
-    static constexpr void (AxisRelations::*kIntegerBroadcast)(AxisRef) =                          \
-        SHIFT != 0 ? &AxisRelations::shift_broadcast : nullptr;                                   \
     static void relate_positions(const std::vector<TensorInfo>& in,                               \
                                  const std::vector<TensorInfo>&, AxisRelations& rel) {            \
       if (SHIFT != 0 && all_integer(in)) rel.shifted_positions(2, 0, 1, SHIFT);                   \
@@ -159,8 +129,6 @@ BINARY(minimum, Allowed::Numeric, alg.minimum(a[0], a[1]), 0)
     static constexpr const char* kName = #NAME;                                                   \
     static constexpr int kArity = 2;                                                              \
     static constexpr Allowed kAllowed = ALLOWED;                                                  \
-    static constexpr void (AxisRelations::*kIntegerBroadcast)(AxisRef) =                          \
-        &AxisRelations::compare_broadcast;                                                        \
     static void relate_positions(const std::vector<TensorInfo>& in,                               \
                                  const std::vector<TensorInfo>&, AxisRelations& rel) {            \
       if (all_integer(in)) rel.compared_positions(0, 1, ORDERED);                                 \

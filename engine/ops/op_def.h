@@ -56,13 +56,11 @@ class AxisRelations {
   // The axis must keep its full size (integer positions, reshapes that
   // cannot be mapped, anything whose semantics depends on exact sizes).
   virtual void freeze(AxisRef a) = 0;
-  // An output axis along which some operand's values are repeated
-  // (broadcasting, expand, const): a sum along it counts the copies.
-  virtual void broadcast(AxisRef /*out_axis*/) {}
   // An input axis whose values are combined into one (sum, mean, max,
-  // contraction, the reductions inside softmax and norms). A line that is
-  // both broadcast and combined keeps its full size: reducing it would
-  // change the count of repeated values (docs/soundness.md).
+  // contraction, the reductions inside softmax and norms). Its line keeps
+  // its full size when the summand may repeat a value along it: reducing
+  // it would change the count of the copies (docs/soundness.md, 3.2; an
+  // axis no input axis is `same` as is one such repetition).
   virtual void combine(AxisRef /*in_axis*/) {}
 
   // ---- Integer positions (docs/soundness.md, "Integer positions").
@@ -88,14 +86,6 @@ class AxisRelations {
   // Integer operands a and b are compared: eq (ordered = false) or
   // lt, le, gt, ge (ordered = true).
   virtual void compared_positions(int /*a*/, int /*b*/, bool /*ordered*/) {}
-  // An output axis of an integer comparison along which one operand is
-  // repeated while another varies (the token axes and the vocabulary axis of
-  // eq(ids[..., None], iota(V))). Default: an ordinary broadcast.
-  virtual void compare_broadcast(AxisRef out_axis) { broadcast(out_axis); }
-  // An output axis of an integer add or sub along which one operand (the
-  // constant of a shifted position) is repeated. Default: an ordinary
-  // broadcast.
-  virtual void shift_broadcast(AxisRef out_axis) { broadcast(out_axis); }
 };
 
 // Maps a full-size position on an operand axis to its reduced position.

@@ -238,15 +238,11 @@ int64_t broadcast_offset(const Shape& in, const Shape& out, const std::vector<in
 
 void relate_broadcast(AxisRelations& rel, int in_slot, const Shape& in, int out_slot,
                       const Shape& out) {
+  // Axes the operand is repeated along (leading ones it lacks, and its
+  // axes of length 1) relate to nothing: no position there tells values apart.
   const int shift = static_cast<int>(out.size()) - static_cast<int>(in.size());
-  for (int d = 0; d < shift; ++d)
-    if (out[d] > 1) rel.broadcast({out_slot, d});
-  for (int d = 0; d < static_cast<int>(in.size()); ++d) {
-    if (in[d] > 1)
-      rel.same({in_slot, d}, {out_slot, d + shift});
-    else if (out[d + shift] > 1)
-      rel.broadcast({out_slot, d + shift});
-  }
+  for (int d = 0; d < static_cast<int>(in.size()); ++d)
+    if (in[d] > 1) rel.same({in_slot, d}, {out_slot, d + shift});
 }
 
 void relate_all_broadcast(AxisRelations& rel, const std::vector<TensorInfo>& in,

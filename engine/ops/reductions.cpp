@@ -47,7 +47,8 @@ struct Reduction {
       return {reduce_tensor(in[0], reduced, keepdim, cls,
                             [&](const std::vector<V>& g) { return sum_of(alg, g, cls); })};
     } else if constexpr (K == Kind::Max) {
-      return {reduce_tensor(in[0], reduced, keepdim, cls, [&](const std::vector<V>& g) { return maximum_of(alg, g); })};
+      return {reduce_tensor(in[0], reduced, keepdim, cls,
+                            [&](const std::vector<V>& g) { return maximum_of(alg, g); })};
     } else {
       // The count comes from the full shapes: soundness under shape reduction.
       const V count = alg.constant(Rational(full_count(call, 0, reduced)), DClass::Real);

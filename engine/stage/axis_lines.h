@@ -105,10 +105,6 @@ class AxisLines {
   }
 
   void freeze(int a) { frozen_axes_.insert(a); }
-  void mark_broadcast(int a) { broadcast_axes_.insert(a); }
-  void mark_combined(int a) { combined_axes_.insert(a); }
-  void mark_comparison_broadcast(int a) { comparison_broadcast_axes_.insert(a); }
-  void mark_shift_broadcast(int a, int value_node) { shift_broadcasts_.push_back({a, value_node}); }
   // An integer use shape reduction cannot map: the line of these values
   // keeps its full size.
   void mark_opaque(int value_node) {
@@ -188,57 +184,27 @@ class AxisLines {
     return roots;
   }
 
-  // The shift broadcasts that count as ordinary broadcasts: along a
-  // position line, or when the shifted values may be used as numbers (their
-  // line is not a position line or keeps full size). Values used only as
-  // positions are a bijective relabelling of the unshifted ones: the
-  // repeated constant cannot be counted.
-  std::set<int> shift_broadcast_axes(const std::set<int>& position_roots,
-                                     const std::set<int>& frozen) const {
-    std::set<int> axes;
-    for (auto [a, v] : shift_broadcasts_) {
-      int values = find(v).first;
-      if (position_roots.count(find(a).first) || !position_roots.count(values) ||
-          frozen.count(values))
-        axes.insert(a);
-    }
-    return axes;
-  }
-
   // Roots of lines that must keep full size: frozen by an operator, related
-  // at two different offsets (a shift we do not reason about), broken
-  // products, or both broadcast and combined (a count of repeated values).
-  // A comparison broadcast counts as a broadcast only on `position_roots`,
-  // lines whose positions integer values refer to; `more_broadcasts` are
-  // further broadcast axes. A product line passes its marks on to its
-  // factors.
+  // at two different offsets (a shift we do not reason about), or broken
+  // products. A product line passes its freeze on to its factors. (A line
+  // whose combine may count repeated values is frozen before, by value
+  // variation: docs/soundness.md, 3.2.)
   // Without `sound`, only the lines no reduction can map (reshapes, broken
   // products); contradicting lines are laid out by their period instead
   // (conflict_periods): shape_reduction.h, for proposals.
-  std::set<int> frozen_roots(const std::set<int>& position_roots,
-                             const std::set<int>& more_broadcasts, bool sound = true) const {
-    std::set<int> frozen, broadcast, combined;
+  std::set<int> frozen_roots(bool sound = true) const {
+    std::set<int> frozen;
     for (int a : frozen_axes_) frozen.insert(find(a).first);
     if (sound)
       for (int c : conflicted_) frozen.insert(find(c).first);
     for (int b : broken_) frozen.insert(find(b).first);
-    for (int a : broadcast_axes_) broadcast.insert(find(a).first);
-    for (int a : more_broadcasts) broadcast.insert(find(a).first);
-    for (int a : comparison_broadcast_axes_)
-      if (position_roots.count(find(a).first)) broadcast.insert(find(a).first);
-    for (int a : combined_axes_) combined.insert(find(a).first);
     for (bool changed = true; changed;) {
       changed = false;
-      for (auto& [line, p] : product_of_line_) {
-        for (int factor : {find(p.major).first, find(p.minor).first}) {
-          for (std::set<int>* marks : {&frozen, &broadcast, &combined})
-            if (marks->count(line) && marks->insert(factor).second) changed = true;
-        }
-      }
+      for (auto& [line, p] : product_of_line_)
+        if (frozen.count(line))
+          for (int factor : {find(p.major).first, find(p.minor).first})
+            changed |= frozen.insert(factor).second;
     }
-    if (sound)
-      for (int b : broadcast)
-        if (combined.count(b)) frozen.insert(b);
     return frozen;
   }
 
@@ -261,10 +227,6 @@ class AxisLines {
   std::vector<std::pair<int, int64_t>> conflict_shifts_;  // (line, offset it contradicts by)
   std::set<int> broken_;
   std::set<int> frozen_axes_;
-  std::set<int> broadcast_axes_;
-  std::set<int> combined_axes_;
-  std::set<int> comparison_broadcast_axes_;
-  std::vector<std::pair<int, int>> shift_broadcasts_;  // (axis, value node of the result)
   std::set<int> opaque_;
 };
 

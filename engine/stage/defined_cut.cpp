@@ -10,20 +10,28 @@ namespace {
 
 // Whether `o` maps each position to the same position and nothing else:
 // its operands and its one output share a shape, and the axis relations
-// say only "same" (no combine, broadcast, freeze or position use).
+// say only "same" (no combine, freeze or position use), and every output
+// axis longer than 1 is "same" as an operand axis (not a broadcast).
 class OnlySame : public AxisRelations {
  public:
-  void same(AxisRef, AxisRef) override {}
+  explicit OnlySame(int out_slot) : out_slot_(out_slot) {}
+  void same(AxisRef a, AxisRef b) override {
+    for (AxisRef r : {a, b})
+      if (r.slot == out_slot_) related_out.insert(r.dim);
+  }
   void sub_range(AxisRef, AxisRef, int64_t) override { other = true; }
   void product(AxisRef, const std::vector<AxisRef>&) override { other = true; }
   void freeze(AxisRef) override { other = true; }
-  void broadcast(AxisRef) override { other = true; }
   void combine(AxisRef) override { other = true; }
   void positions_on(int, AxisRef) override { other = true; }
   void same_positions(int, int) override {}  // values moved, as a transpose moves them
   void shifted_positions(int, int, int, int) override { other = true; }
   void compared_positions(int, int, bool) override { other = true; }
   bool other = false;
+  std::set<int> related_out;  // output dims some operand axis is the same as
+
+ private:
+  int out_slot_;
 };
 
 bool positionwise(const Graph& log, const Op& o) {
@@ -41,8 +49,10 @@ bool positionwise(const Graph& log, const Op& o) {
     if (sorted_in != sorted_out) return false;
     in.push_back({d.shape, d.dtype});
   }
-  OnlySame rel;
+  OnlySame rel(static_cast<int>(in.size()));
   def->relate_axes(o.attrs, in, out, rel);
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] > 1 && !rel.related_out.count(static_cast<int>(d))) return false;
   return !rel.other;
 }
 

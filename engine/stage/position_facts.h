@@ -69,15 +69,7 @@ class AxisRelationsImpl : public AxisRelations {
     lines_.product(axis(whole), ids);
   }
   void freeze(AxisRef a) override { lines_.freeze(axis(a)); }
-  void broadcast(AxisRef a) override { lines_.mark_broadcast(axis(a)); }
-  void combine(AxisRef a) override {
-    record_.combines.push_back(a);
-    lines_.mark_combined(axis(a));
-  }
-  void compare_broadcast(AxisRef a) override { lines_.mark_comparison_broadcast(axis(a)); }
-  void shift_broadcast(AxisRef a) override {
-    lines_.mark_shift_broadcast(axis(a), lines_.value(op_.out.at(0)));
-  }
+  void combine(AxisRef a) override { record_.combines.push_back(a); }
 
   void positions_on(int values, AxisRef target) override {
     int v = value(values);

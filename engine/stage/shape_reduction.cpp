@@ -78,17 +78,9 @@ void relate_stage(const Stage& stage, const Restrictions& restrictions, bool sou
 // sources with axes on position lines count at full size there).
 void layout(const AxisLines& lines, const PositionLines& positions, int64_t piece, bool sound,
             LineMaps& maps) {
-  // Freezing a position line can turn shift broadcasts into ordinary ones,
-  // which can freeze more lines: iterate (monotone, so it ends).
-  std::set<int> frozen, shift_axes;
-  for (;;) {
-    frozen = lines.frozen_roots(positions.roots(), shift_axes, sound);
-    std::set<int> more = positions.freezes(frozen);
-    frozen.insert(more.begin(), more.end());
-    std::set<int> now = lines.shift_broadcast_axes(positions.roots(), frozen);
-    if (now == shift_axes) break;
-    shift_axes = std::move(now);
-  }
+  std::set<int> frozen = lines.frozen_roots(sound);
+  std::set<int> more = positions.freezes(frozen);
+  frozen.insert(more.begin(), more.end());
   std::set<int> sizing = frozen;
   sizing.insert(positions.roots().begin(), positions.roots().end());
   maps.build(sizing, {}, piece);
