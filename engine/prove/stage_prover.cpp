@@ -345,7 +345,7 @@ class Prover {
         const z3::expr d = alg_.normal_form(sub.apply(pending[i]->parallel) - pending[i]->logical);
         if (is_zero_numeral(d) || parts_unsat(parts, d, out, *left)) continue;
         neq = d != 0;
-      } else if (!sub.from.empty()) {
+      } else if (!sub.empty()) {
         neq = (sub.apply(pending[i]->parallel) != pending[i]->logical).simplify();
         if (neq.is_false()) continue;
       }

@@ -1,6 +1,7 @@
 #include "engine/prove/sweep.h"
 
 #include <unordered_map>
+#include <vector>
 
 #include <xxhash.h>
 
@@ -44,6 +45,50 @@ bool informative(uint64_t v) {
 
 }  // namespace
 
+void Substitution::add(const z3::expr& term, const z3::expr& replacement) {
+  pairs_.insert_or_assign(term.id(), std::make_pair(term, replacement));
+}
+
+z3::expr Substitution::apply(const z3::expr& e) {
+  if (pairs_.empty()) return e;
+  // Post-order over the DAG without recursion (terms are deep).
+  std::vector<std::pair<z3::expr, bool>> todo = {{e, false}};
+  auto known = [&](const z3::expr& t) -> const z3::expr* {
+    if (auto p = pairs_.find(t.id()); p != pairs_.end()) return &p->second.second;
+    if (auto d = done_.find(t.id()); d != done_.end()) return &d->second.second;
+    return nullptr;
+  };
+  while (!todo.empty()) {
+    auto [t, expanded] = todo.back();
+    todo.pop_back();
+    if (known(t)) continue;
+    if (!t.is_app() || t.num_args() == 0) {
+      done_.insert_or_assign(t.id(), std::make_pair(t, t));
+      continue;
+    }
+    if (!expanded) {
+      todo.push_back({t, true});
+      for (unsigned i = 0; i < t.num_args(); ++i)
+        if (!known(t.arg(i))) todo.push_back({t.arg(i), false});
+      continue;
+    }
+    std::vector<Z3_ast> args(t.num_args());
+    bool changed = false;
+    for (unsigned i = 0; i < t.num_args(); ++i) {
+      const z3::expr a = t.arg(i);
+      args[i] = *known(a);
+      changed |= args[i] != static_cast<Z3_ast>(a);
+    }
+    z3::expr r = t;
+    if (changed) {
+      r = z3::expr(ctx_, Z3_update_term(ctx_, t, t.num_args(), args.data()));
+      ctx_.check_error();
+    }
+    done_.insert_or_assign(t.id(), std::make_pair(t, r));
+  }
+  return *known(e);
+}
+
 Substitution sweep_stage(const Stage& stage, const StageValues<Z3Algebra>& symbolic,
                          const Z3Algebra& alg,
                          const std::function<bool(const z3::expr& difference)>& proves_zero,
@@ -77,8 +122,7 @@ Substitution sweep_stage(const Stage& stage, const StageValues<Z3Algebra>& symbo
         if (std::chrono::steady_clock::now() > deadline) return sub;
         const z3::expr difference = alg.normal_form(sub.apply(term) - match->second);
         if (is_zero_numeral(difference) || (!difference.is_numeral() && proves_zero(difference))) {
-          sub.from.push_back(term);
-          sub.to.push_back(match->second);
+          sub.add(term, match->second);
         }
       }
     }

@@ -25,6 +25,8 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 
 #include <z3++.h>
 
@@ -39,13 +41,24 @@ inline bool is_zero_numeral(const z3::expr& e) {
   return e.is_numeral() && std::string(Z3_get_numeral_string(e.ctx(), e)) == "0";
 }
 
-struct Substitution {
-  z3::expr_vector from, to;
-  explicit Substitution(z3::context& ctx) : from(ctx), to(ctx) {}
-  z3::expr apply(const z3::expr& e) {
-    z3::expr copy = e;
-    return from.empty() ? copy : copy.substitute(from, to);
-  }
+// Proven pairs (term -> an equal term), applied to later terms. Results
+// are memoised by subterm across calls: a sweep applies the pairs so far to
+// every element in turn (Z3_substitute rebuilt a map of every pair on each
+// call: quadratic, over half of a GPT stage's time). A subterm cached before
+// a pair inside it was proven keeps the older, equal form: still sound (each
+// pair is an equality under the stage's assumptions), only less merged; the
+// sweep proves pairs in op order, so that is rare.
+class Substitution {
+ public:
+  explicit Substitution(z3::context& ctx) : ctx_(ctx) {}
+  bool empty() const { return pairs_.empty(); }
+  void add(const z3::expr& term, const z3::expr& replacement);
+  z3::expr apply(const z3::expr& e);
+
+ private:
+  z3::context& ctx_;
+  // By Z3 id; each entry keeps its key term alive, so ids are not reused.
+  std::unordered_map<unsigned, std::pair<z3::expr, z3::expr>> pairs_, done_;
 };
 
 // `proves_zero(d)` answers whether d == 0 holds under the stage's
