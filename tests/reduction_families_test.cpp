@@ -4,9 +4,6 @@
 // twin was refuted by a difference that exists only at reduced size.
 #include <gtest/gtest.h>
 
-#include "engine/stage/shape_reduction.h"
-#include "engine/stage/stage.h"
-#include "engine/verifier.h"
 #include "tests/family_plans.h"
 #include "tests/test_support.h"
 
@@ -417,9 +414,8 @@ TEST(ReductionFamilies, AnIndexIntoAParallelShardIsProvenInRange) {
 // ------------------------------------------------ where with a constant branch
 // where(c, k, x) = c k + (1 - c) x: for k != 0 the term c k is repeated
 // wherever c holds, so a sum along the line counts it (here c = iota < 8 is
-// true everywhere: the sum is 8 k). Copies of k = 0 count nothing, so a
-// masked value keeps varying where x does (a masked gradient summed over its
-// tokens: GPT's vocabulary-parallel embedding), but x must vary too.
+// true everywhere: the sum is 8 k). Likewise a zero branch beside a
+// constant: where(false, 0, 1) summed counts the ones.
 json where_count(int64_t fill, bool x_constant, int count) {
   const int64_t T = 8;
   json lt = {
@@ -450,40 +446,6 @@ TEST(ReductionFamilies, AWhereWithANonzeroConstantBranchCountsThePiece) {
 }
 TEST(ReductionFamilies, AWhereOfZeroAndAConstantCountsThePiece) {
   expect_twins(where_count(0, true, 8), where_count(0, true, 2), "where-zero-const");
-}
-
-// sum over 64 tokens of where(mask, 0, x): the summand varies wherever it
-// is not 0, so the tokens reduce (before, the zero branch made the summand
-// "not varying" and the tokens kept full size); a rank that fills the
-// masked tokens with 1 instead is still refuted.
-json masked_sum(int64_t fill) {
-  const int64_t T = 64;
-  json lt = {{"x", tensor({T})},
-             {"m", tensor({T}, "bool")},
-             {"z", tensor(json::array())},
-             {"w", tensor({T})},
-             {"y", tensor(json::array())}};
-  json lops = {constant("z", 0, json::array()), op("w", "where", {"m", "z", "x"}, {"w"}),
-               op("y", "sum", {"w"}, {"y"})};
-  json pt = {{"p.z", ptensor(json::array())}, {"p.w", ptensor({T})}, {"p.y", scalar_claim("y")}};
-  json pops = {constant("p.z", fill, json::array()),
-               op("p.w", "where", {"p.m", "p.z", "p.x"}, {"p.w"}),
-               op("p.y", "sum", {"p.w"}, {"p.y"})};
-  return one_rank(lt, {"x", "m"}, lops, {"y"}, pt, {{"p.x", "x"}, {"p.m", "m"}}, pops, {"p.y"});
-}
-
-TEST(ReductionFamilies, AMaskedSumReducesItsTokens) {
-  const Plan plan = testing::parse_doc(masked_sum(0), "masked-sum");
-  Report good = verify_plan(plan, {});
-  EXPECT_EQ(good.verdict, Verdict::Equivalent) << explain(good);
-  std::vector<Stage> stages = build_stages(plan);
-  ASSERT_FALSE(stages.empty());
-  const int64_t full = stages.back().element_count();
-  reduce_stage(stages.back());
-  EXPECT_TRUE(stages.back().reduced);
-  EXPECT_LT(stages.back().element_count() * 8, full);
-  Report bad = verify_json(masked_sum(1), "masked-sum-fill-1");
-  EXPECT_EQ(bad.verdict, Verdict::NotEquivalent) << explain(bad);
 }
 
 }  // namespace

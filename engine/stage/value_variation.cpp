@@ -55,7 +55,7 @@ enum class Kind {
   Compare,     // indicators (and floors): never v, e.g. eq(p, q) = 1 - p - q + 2pq
   Constant,    // const, and ops whose operands cancel: x - x, x / x, eq(x, x)
   Iota,        // its values along its dim, constant along the others
-  Where,       // v if both branches are (or one is, the other zero)
+  Where,       // v if both branches are
   Select,      // embedding, gather: the row picked varies as the index does
   Softmax,     // exp(x - max) / sum along dim: an atom, not constant where x is not
   LogSoftmax,  // minus the row's log-sum-exp: never v along dim
@@ -164,9 +164,7 @@ bool same(AxisRef a, AxisRef b) {
 using ElemMap = std::optional<std::vector<int64_t>>;
 constexpr int64_t kMaxMapped = 1 << 16;
 
-int64_t entry(int64_t root, int64_t index) {
-  return (root << 32) | index;
-}
+int64_t entry(int64_t root, int64_t index) { return (root << 32) | index; }
 
 std::vector<int64_t> strides_of(const Shape& shape) {
   std::vector<int64_t> st(shape.size(), 1);
@@ -457,12 +455,7 @@ Flags Variation::apply(Kind k, size_t i, const std::vector<Flags>& in, int dim, 
       return dim == dim_attr(op, static_cast<size_t>(rank)) ? kVarying : kConstant;
     case Kind::Where: {
       if (in.size() != 3) return {all.d, false, false, all.den};
-      // where(c, 0, b) = (1 - c) b: every term still holds b's, and copies
-      // of 0 count nothing (a masked gradient). It may be constant (n).
-      const bool z1 = zero_[static_cast<size_t>(op.in[1])],
-                 z2 = zero_[static_cast<size_t>(op.in[2])];
-      const bool v = (in[1].v || z1) && (in[2].v || z2) && !(z1 && z2);
-      const bool n = in[1].n && in[2].n;
+      const bool v = in[1].v && in[2].v, n = in[1].n && in[2].n;
       return {all.d, v, n && all.den.empty(), all.den};
     }
     case Kind::Select: {
@@ -527,9 +520,7 @@ bool Variation::bounded_of(Kind k, size_t i) const {
 void Variation::map_output(size_t i) {
   const StageOp& op = stage_.ops[i];
   auto in_map = [&](size_t slot) -> const ElemMap& { return maps_[size_t(op.in.at(slot))]; };
-  auto in_shape = [&](size_t slot) -> const Shape& {
-    return in_tensor(stage_, op, slot).full_shape;
-  };
+  auto in_shape = [&](size_t slot) -> const Shape& { return in_tensor(stage_, op, slot).full_shape; };
   auto int_attr = [&](const char* name, int64_t dflt) {
     auto it = op.attrs.find(name);
     return it != op.attrs.end() && it->second.is_int() ? it->second.as_int() : dflt;
@@ -601,8 +592,7 @@ void Variation::map_output(size_t i) {
       if (dim >= 0 && dim < rank && in_shape(0).size() == out.size())
         m = gathered(out, *in_map(0), [&](const std::vector<int64_t>& c) {
           int64_t f = 0;
-          for (size_t d = 0; d < c.size(); ++d)
-            f += (c[d] + (int64_t(d) == dim ? start : 0)) * st[d];
+          for (size_t d = 0; d < c.size(); ++d) f += (c[d] + (int64_t(d) == dim ? start : 0)) * st[d];
           return f;
         });
     } else if (n == "expand" && in_map(0)) {
