@@ -31,9 +31,11 @@ namespace shardproof {
 void reduce_stage(Stage& stage, int64_t piece = 2);
 
 // Shrinks `stage` for claim inference only (infer/reduced_inference.h): as
-// reduce_stage, but without the two rules that keep a proof sound at the
-// cost of size: a line integers name keeps `piece` per piece (ids collide),
-// and a line both broadcast and combined is reduced. Both graphs still see
+// reduce_stage, but without the rules that keep a proof sound at the cost
+// of size: a line integers name keeps `piece` per piece (ids collide), a
+// combined line whose summand may repeat values (value variation) is
+// reduced, and a line relations contradict is laid out by its period
+// instead of kept whole. Both graphs still see
 // the same reduced data, so their values still match where the full-size
 // ones do; what they propose is proven at full size or withdrawn. Never
 // for a proof.
