@@ -62,6 +62,17 @@ bool worth_matching(const Valued& parallel) {
   return dclass_of(parallel.dtype) == DClass::Real && informative(v);
 }
 
+bool holds(const Tensor<uint64_t>& parallel, const Tensor<uint64_t>& logical,
+           const SliceSpec& slice, int64_t num, int64_t den) {
+  const std::vector<uint64_t> lv = slice_of(logical, slice).data;
+  if (lv.size() != parallel.data.size()) return false;
+  const Alg alg;
+  const uint64_t factor = Alg::of(Rational(Rational(num) / Rational(den)));
+  for (size_t i = 0; i < lv.size(); ++i)
+    if (alg.mul(factor, lv[i]) != parallel.data[i]) return false;
+  return true;
+}
+
 SliceSpec block_slice(const Shape& shape, const std::vector<int64_t>& block) {
   SliceSpec slice;
   for (size_t d = 0; d < shape.size(); ++d)

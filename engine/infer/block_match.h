@@ -48,6 +48,11 @@ bool informative(const std::vector<uint64_t>& values);
 // agree whatever its values.
 bool worth_matching(const Valued& parallel);
 
+// Whether `parallel` is `num / den` times `logical[slice]`: a match found on
+// one evaluation, confirmed on another.
+bool holds(const Tensor<uint64_t>& parallel, const Tensor<uint64_t>& logical,
+           const SliceSpec& slice, int64_t num, int64_t den);
+
 // The slice of the block at grid coordinate `block` of blocks shaped `shape`.
 SliceSpec block_slice(const Shape& shape, const std::vector<int64_t>& block);
 

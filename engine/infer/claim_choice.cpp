@@ -154,25 +154,46 @@ class Chooser {
 
   // Backward: an inferred claim may name any tensor of its class (they hold
   // equal values); it names the one that the logical cones of the claims
-  // reading it reach, so the cut stops there and the cones stay small.
+  // reading it reach, so the cut stops there and the cones stay small. A
+  // block that another tensor of the rank already names is passed over for
+  // another voted member: a value computed twice in both graphs (a tied
+  // weight's gradient squared once per module that lists it) has two
+  // logical twins that the readers' cones reach, and one claimed twice
+  // leaves the other uncut, its cone running back through the whole step.
   void choose_members() {
     const Graph& par = plan_.parallel;
+    for (size_t t = 0; t < claim_.size(); ++t)
+      if (plan_.parallel.tensors[t].of) named_.insert(block_key(t, claim_[t]->logical));
     for (auto it = par.topo_order.rbegin(); it != par.topo_order.rend(); ++it) {
       const Op& op = par.ops[static_cast<size_t>(*it)];
       for (int out : op.out) {
         const size_t t = static_cast<size_t>(out);
         if (!claim_[t]) continue;
-        if (!plan_.parallel.tensors[t].of && !votes_[t].empty()) rename(t, most_voted(t));
+        if (!plan_.parallel.tensors[t].of) {
+          if (!votes_[t].empty()) rename(t, most_voted(t));
+          named_.insert(block_key(t, claim_[t]->logical));
+        }
         vote_for_frontier(t);
       }
     }
   }
 
+  // The most voted member whose block the rank does not name yet; else the
+  // most voted.
   int most_voted(size_t t) const {
-    int best = -1, count = 0;
-    for (const auto& [member, n] : votes_[t])
+    int best = -1, count = 0, free_best = -1, free_count = 0;
+    for (const auto& [member, n] : votes_[t]) {
       if (n > count) best = member, count = n;
-    return best;
+      if (n > free_count && !named_.count(block_key(t, member))) free_best = member, free_count = n;
+    }
+    return free_best >= 0 ? free_best : best;
+  }
+
+  // A claim's block on its rank: (rank, logical member, slice, scale).
+  using BlockKey = std::tuple<int, int, SliceSpec, int64_t, int64_t>;
+  BlockKey block_key(size_t t, int member) const {
+    const Lineage& of = *claim_[t];
+    return {plan_.parallel.tensors[t].rank, member, of.slice, of.scale_num, of.scale_den};
   }
 
   void rename(size_t t, int member) {
@@ -197,6 +218,7 @@ class Chooser {
   std::vector<std::optional<TensorSet>> frontier_;  // claimed parallel tensors reached
   std::vector<std::optional<TensorSet>> reads_;     // the frontier of the producer's inputs
   std::vector<std::map<int, int>> votes_;           // logical member -> votes
+  std::set<BlockKey> named_;                        // blocks named so far
 };
 
 }  // namespace

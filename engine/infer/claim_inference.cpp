@@ -18,17 +18,35 @@ namespace {
 
 // Evaluates with the largest bound on integer inputs that keeps every index
 // in range: ids spread over many rows make the values tell tensors apart.
-std::optional<PlanValues> evaluate(const Plan& plan, uint64_t seed) {
+// `mirror`: the same values under the mirrored order, when in the domain.
+std::optional<PlanValues> evaluate(const Plan& plan, uint64_t seed,
+                                   std::optional<PlanValues>& mirror) {
   std::set<int64_t, std::greater<>> bounds = {1};
   for (const TensorDecl& d : plan.logical.tensors)
     for (int64_t n : d.shape) bounds.insert(std::max<int64_t>(n, 1));
   for (int64_t bound : bounds) {
     try {
-      return evaluate_plan(plan, seed, bound);
+      PlanValues values = evaluate_plan(plan, seed, bound);
+      try {
+        mirror = evaluate_plan(plan, seed, bound, /*mirrored=*/true);
+      } catch (const EvalError&) {
+      }
+      return values;
     } catch (const EvalError&) {
     }
   }
   return std::nullopt;
+}
+
+// Whether a match holds under the mirrored order too (modular_algebra.h):
+// one comparison of a random value decides a scalar clamp's saturation,
+// and a saturated one makes a tensor equal to its unclipped self. Without
+// mirrored values (outside the domain) every match stands.
+bool confirmed(const std::optional<PlanValues>& mirror, int parallel, const Lineage& of) {
+  if (!mirror) return true;
+  const std::optional<Residues>& p = mirror->parallel[static_cast<size_t>(parallel)];
+  const std::optional<Residues>& l = mirror->logical[static_cast<size_t>(of.logical)];
+  return !p || !l || holds(*p, *l, of.slice, of.scale_num, of.scale_den);
 }
 
 // An input-free tensor is claimed only when its claim's stage (a handful of
@@ -79,7 +97,8 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
     result.claims = with_masks(plan, std::move(masks), std::move(candidates));
     return result;
   }
-  std::optional<PlanValues> values = evaluate(plan, limits.seed);
+  std::optional<PlanValues> mirror;
+  std::optional<PlanValues> values = evaluate(plan, limits.seed, mirror);
   if (!values) {
     result.skipped = "no random values inside the plan's domain";
     return result;
@@ -121,7 +140,8 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
         claim.of.slice = block_slice(shape, m.block);
         claim.of.scale_num = m.scale_num;
         claim.of.scale_den = m.scale_den;
-        candidates[static_cast<size_t>(t)].push_back(std::move(claim));
+        if (confirmed(mirror, t, claim.of))
+          candidates[static_cast<size_t>(t)].push_back(std::move(claim));
       }
     }
   }

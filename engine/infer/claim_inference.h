@@ -7,10 +7,14 @@
 // logical tensor's values (the logical dims cut into equal blocks of the
 // parallel tensor's shape; c a small nonzero rational) gets the claim
 // {tensor, slice: that block, scale: c}. Random values make a coincidental
-// match improbable, but nothing here is trusted: every proposed claim is an
-// ordinary claim that its own stage must prove (hinted_verify.h), and a claim
-// that does not prove is withdrawn. Proposals only choose where the plan is
-// cut; they never decide a verdict.
+// match improbable, except where a comparison decides (one bit: a clipping
+// coefficient min(c / norm, 1) saturates at 1 for one order of a random
+// norm in two), so a match must hold again on the same values under the
+// mirrored order (ops/modular_algebra.h), where such a comparison of the same
+// values comes out the other way. Nothing here is trusted either: every
+// proposed claim is an ordinary claim that its own stage must prove
+// (hinted_verify.h), and a claim that does not prove is withdrawn.
+// Proposals only choose where the plan is cut; they never decide a verdict.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +31,9 @@ struct InferredClaim {
 };
 
 struct InferenceLimits {
-  // Element operations the evaluation and the index may cost; a larger plan
-  // gets no proposals (the caller verifies it as written).
+  // Element operations each of the two evaluations (the order and the
+  // mirrored one) and the index may cost; a larger plan is evaluated by
+  // stages at reduced size (reduced_inference.h).
   int64_t max_elements = 20'000'000;
   uint64_t seed = 0x5eed;
 };

@@ -38,8 +38,8 @@ class Sampler {
 
 }  // namespace
 
-PlanValues evaluate_plan(const Plan& plan, uint64_t seed, int64_t int_bound) {
-  ModularAlgebra alg(seed);
+PlanValues evaluate_plan(const Plan& plan, uint64_t seed, int64_t int_bound, bool mirrored) {
+  ModularAlgebra alg(seed, mirrored);
   Sampler sample(seed, int_bound);
   PlanValues v;
   v.logical.resize(plan.logical.tensors.size());

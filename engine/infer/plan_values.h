@@ -25,6 +25,7 @@ struct PlanValues {
 
 // Throws EvalError when the values leave the plan's domain (an index out of
 // range: `int_bound` too large for some integer input; a division by zero).
-PlanValues evaluate_plan(const Plan& plan, uint64_t seed, int64_t int_bound);
+// `mirrored`: the same values under the mirrored order (modular_algebra.h).
+PlanValues evaluate_plan(const Plan& plan, uint64_t seed, int64_t int_bound, bool mirrored = false);
 
 }  // namespace shardproof::infer

@@ -24,8 +24,10 @@ constexpr int64_t kReducedBudgetFactor = 4;
 // One random assignment of a stage's leaves: reals uniform modulo p,
 // integers over the positions shape reduction says they index (so ids
 // spread over the reduced line, shard offsets included), booleans bits.
-std::optional<StageValues<Alg>> random_values(const Stage& stage, uint64_t seed) {
-  Alg alg(seed);
+// `mirrored`: the same values under the mirrored order.
+std::optional<StageValues<Alg>> random_values(const Stage& stage, uint64_t seed,
+                                              bool mirrored = false) {
+  Alg alg(seed, mirrored);
   auto leaf = [&](const std::string& name, DClass cls) -> uint64_t {
     const uint64_t h = XXH3_64bits_withSeed(name.data(), name.size(), seed);
     if (cls == DClass::Bool) return h & 1;
@@ -74,10 +76,12 @@ std::vector<int> candidate_tensors(const Plan& plan, const Stage& stage) {
 }
 
 // What one reduced stage proposes for `candidates`, added to `out` (by
-// parallel plan tensor, full-size slices).
+// parallel plan tensor, full-size slices): the matches of `values` that
+// `mirror` (the mirrored order's values, when in the domain) confirms, as
+// claim_inference.cpp does for a whole plan.
 void stage_candidates(const Stage& stage, const std::vector<int>& candidates,
-                      const StageValues<Alg>& values, int64_t budget,
-                      std::vector<std::vector<InferredClaim>>& out) {
+                      const StageValues<Alg>& values, const std::optional<StageValues<Alg>>& mirror,
+                      int64_t budget, std::vector<std::vector<InferredClaim>>& out) {
   std::vector<Valued> logical;
   for (size_t t = 0; t < stage.tensors.size(); ++t) {
     const StageTensor& st = stage.tensors[t];
@@ -97,6 +101,10 @@ void stage_candidates(const Stage& stage, const std::vector<int>& candidates,
         const StageTensor& lt = stage.tensors[static_cast<size_t>(m.logical)];
         // The same grid at full size: the reduced block is that block.
         if (grid_of(pt.full_shape, lt.full_shape) != grid_of(pt.shape, lt.shape)) continue;
+        if (mirror && (*mirror)[t] && (*mirror)[m.logical] &&
+            !holds(*(*mirror)[t], *(*mirror)[m.logical], block_slice(pt.shape, m.block),
+                   m.scale_num, m.scale_den))
+          continue;
         InferredClaim claim;
         claim.parallel = pt.source;
         claim.of.tensor = lt.name;
@@ -147,7 +155,9 @@ std::vector<std::vector<InferredClaim>> reduced_candidates(const Plan& plan,
     budget -= n;
     for (int t : candidates) seen[static_cast<size_t>(stage.tensors[t].source)] = 1;
     if (std::optional<StageValues<Alg>> values = random_values(stage, limits.seed))
-      stage_candidates(stage, candidates, *values, limits.max_elements, out);
+      stage_candidates(stage, candidates, *values,
+                       random_values(stage, limits.seed, /*mirrored=*/true), limits.max_elements,
+                       out);
   }
   if (too_large > 0)
     skipped = "inside " + std::to_string(too_large) + " of " + std::to_string(stages.size()) +

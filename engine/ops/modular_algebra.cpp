@@ -97,7 +97,7 @@ V ModularAlgebra::div(const V& a, const V& b) const {
 V ModularAlgebra::neg(const V& a) const {
   return a == 0 ? 0 : P - a;
 }
-int ModularAlgebra::compare(V a, V b) {
+int ModularAlgebra::compare(V a, V b) const {
   if (a == b) return 0;
   int64_t an = 0, ad = 1, bn = 0, bd = 1;
   const bool a_small = small_rational(a, an, ad), b_small = small_rational(b, bn, bd);
@@ -106,8 +106,11 @@ int ModularAlgebra::compare(V a, V b) {
     return l < r ? -1 : 1;
   }
   // A residue outside the small rationals sits beyond them (|signed| >= 2^24,
-  // since small integers are small rationals) at its signed representative.
-  const __int128 ka = a_small ? 0 : signed_value(a), kb = b_small ? 0 : signed_value(b);
+  // since small integers are small rationals) at its signed representative,
+  // negated when mirrored.
+  const int sign = mirrored_ ? -1 : 1;
+  const __int128 ka = a_small ? 0 : sign * static_cast<__int128>(signed_value(a));
+  const __int128 kb = b_small ? 0 : sign * static_cast<__int128>(signed_value(b));
   if (a_small) return kb > 0 ? -1 : 1;
   if (b_small) return ka > 0 ? 1 : -1;
   return ka < kb ? -1 : 1;

@@ -15,6 +15,14 @@
 // order's compatibility with arithmetic (x < y does not give x + c < y + c):
 // results here only ever propose claims that a proof then decides, never a
 // verdict.
+//
+// Mirrored (the `mirrored` constructor flag): every residue outside the small
+// rationals sits on the other side of them (its signed representative
+// negated), the small rationals keep their order. With the same seed, the
+// same values then meet the opposite outcome at every comparison involving
+// one of them: claim inference keeps only the matches that hold both ways
+// (a clipping coefficient min(c / norm, 1) is 1, its gradients unclipped,
+// under one order of a random norm and not under the other).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +43,8 @@ class ModularAlgebra {
   // The uninterpreted functions, on residues. Default: a keyed hash.
   using Functions = std::function<uint64_t(const std::string&, const std::vector<uint64_t>&)>;
 
-  explicit ModularAlgebra(uint64_t function_seed = 0) : seed_(function_seed) {}
+  explicit ModularAlgebra(uint64_t function_seed = 0, bool mirrored = false)
+      : seed_(function_seed), mirrored_(mirrored) {}
   explicit ModularAlgebra(Functions functions) : functions_(std::move(functions)) {}
 
   // r mod p; throws EvalError when r's denominator is a multiple of p.
@@ -70,9 +79,10 @@ class ModularAlgebra {
 
  private:
   // v's place in the total order: -1, 0, 1 as a <, =, > b.
-  static int compare(Value a, Value b);
+  int compare(Value a, Value b) const;
 
   uint64_t seed_ = 0;
+  bool mirrored_ = false;
   Functions functions_;
 };
 
