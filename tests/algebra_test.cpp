@@ -95,6 +95,26 @@ TEST(AlgebraZ3, DivisionRecordsNonzeroAssumption) {
   EXPECT_EQ(alg.assumptions().size(), 2u);
 }
 
+// a / a is 1 where a is not 0, and a is still assumed nonzero: a plan that
+// divides by a zero value is no more provable than before.
+TEST(AlgebraZ3, ATermOverItselfIsOneAndStillAssumedNonzero) {
+  z3::context ctx;
+  Z3Algebra alg(ctx);
+  z3::expr x = alg.variable("x", DClass::Real), y = alg.variable("y", DClass::Real);
+  z3::expr e = alg.call("exp", {x}) * y;
+  z3::expr one = alg.div(e, e);
+  EXPECT_TRUE(one.is_numeral());
+  EXPECT_EQ(one.get_decimal_string(0), "1");
+  ASSERT_EQ(alg.assumptions().size(), 1u);
+  z3::solver s(ctx);
+  s.add(alg.assumptions()[0]);
+  s.add(y == 0);
+  EXPECT_EQ(s.check(), z3::unsat);
+  // Only the same term: another term that is equal in value stays a quotient.
+  z3::expr q2 = alg.div(e, alg.call("exp", {x}) * y + 0);
+  EXPECT_FALSE(q2.is_numeral());
+}
+
 TEST(AlgebraZ3, SortsCastsAndExtrema) {
   z3::context ctx;
   Z3Algebra alg(ctx);

@@ -85,6 +85,9 @@ V Z3Algebra::div(const V& a, const V& b) {
     nonzero_numeral = text != "0" && text != "0.0";
   }
   if (!nonzero_numeral) assumptions_.push_back(b != ctx_.real_val(0));
+  // a / a is 1 under the assumption just recorded; left as a quotient, Z3
+  // needs nonlinear reasoning to see it (seconds where this takes nothing).
+  if (a.is_real() && z3::eq(a, b)) return ctx_.real_val(1);
   return a / b;
 }
 

@@ -12,7 +12,9 @@
 //     plan built without a fault (a false alarm).
 // Usage: shardproof_soundness_fuzz SECONDS [SEED] [OUT_DIR]; prints
 // "N plans, M disagreements" and exits 1 when M > 0, leaving each
-// disagreeing plan in OUT_DIR.
+// disagreeing plan in OUT_DIR. For comparing two builds on the same plans:
+// SOUNDNESS_FUZZ_PLANS=N stops after N plans (whatever SECONDS says), and
+// SOUNDNESS_FUZZ_TIMES=FILE writes each plan's number, kind and CPU seconds.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -87,13 +89,19 @@ int main(int argc, char** argv) {
   fuzz::Random random(seed);
   const Oracle oracle;
   const bool dump_all = std::getenv("SOUNDNESS_FUZZ_DUMP") != nullptr;
+  const char* plan_limit = std::getenv("SOUNDNESS_FUZZ_PLANS");
+  const int64_t max_plans = plan_limit ? std::stoll(plan_limit) : -1;
+  std::ofstream times;
+  if (const char* path = std::getenv("SOUNDNESS_FUZZ_TIMES")) times.open(path);
   // Per generator family: plans by verdict ("invalid" from a sharded
   // family is a generator bug and counts as a disagreement).
   std::map<std::string, std::map<std::string, int64_t>> tally;
   const auto start = std::chrono::steady_clock::now();
   int64_t plans = 0, disagreements = 0;
-  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
-         seconds) {
+  while (max_plans >= 0
+             ? plans < max_plans
+             : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
+                   seconds) {
     fuzz::FuzzPlan fp = plans % 2 ? fuzz::sharded_plan(random) : fuzz::one_rank_plan(random);
     ++plans;
     const std::string family = fp.kind.substr(0, fp.kind.find('/'));
@@ -103,6 +111,7 @@ int main(int argc, char** argv) {
       std::ofstream(out_dir + "/" + std::to_string(plans) + "-" + name + ".json")
           << fp.plan.dump(1);
     }
+    const std::clock_t plan_start = std::clock();
     ParseResult parsed = parse_plan_text(fp.plan.dump(), "fuzz.json", "");
     std::string problem;
     Verdict verdict = Verdict::Invalid;
@@ -111,6 +120,9 @@ int main(int argc, char** argv) {
     else if (family != "one-rank")
       problem = "the generator wrote an invalid plan: " + parsed.error->to_string();
     ++tally[family][verdict_name(verdict)];
+    if (times.is_open())
+      times << plans << " " << fp.kind << " " << verdict_name(verdict) << " "
+            << static_cast<double>(std::clock() - plan_start) / CLOCKS_PER_SEC << "\n";
     if (problem.empty()) continue;
     ++disagreements;
     const std::string path =
