@@ -60,7 +60,10 @@ TEST(BoundedCheck, AQueryPastItsDeadlineIsUnknownAndTheContextStaysUsable) {
 
 // A plan from the soundness fuzzer (log_softmax of h / h, each rank's row
 // mean claimed as the whole mean; equal in fact, since h / h = 1, but only
-// through nonlinear arithmetic). With a 1 s timeout, Z3 4.8.12 stayed in
+// through nonlinear arithmetic). Both graphs write the denominator as
+// another term of the numerator's value (bh + h0 and h0 + bh, the ranks the
+// other way round): the algebra turns only a term over itself into 1, so
+// Z3 still has to see it. With a 1 s timeout, Z3 4.8.12 stayed in
 // one check for minutes (over 100 s measured) and ignored even an
 // interrupt: the stage is abandoned a grace period (1 s here) after the
 // deadline, so the verdict is unknown within a few timeouts (about 4 s).

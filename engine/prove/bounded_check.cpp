@@ -9,6 +9,9 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 namespace shardproof {
 namespace {
 
@@ -44,7 +47,8 @@ class Watchdog {
                Clock::time_point overrun, std::function<void()> on_overrun) {
     std::lock_guard<std::mutex> lock(mutex_);
     const uint64_t ticket = next_++;
-    watched_.emplace(ticket, Watch{ctx, solver, deadline, overrun, std::move(on_overrun), false});
+    watched_.emplace(ticket,
+                     Watch{ctx, solver, gettid(), deadline, overrun, std::move(on_overrun), false});
     wake_.notify_one();
     return ticket;
   }
@@ -64,6 +68,7 @@ class Watchdog {
   struct Watch {
     Z3_context ctx;
     Z3_solver solver;
+    pid_t thread;  // the checking thread (arm() runs on it)
     Clock::time_point deadline, overrun;
     std::function<void()> on_overrun;  // emptied once called
     bool fired;
@@ -99,6 +104,10 @@ class Watchdog {
         first->on_overrun = nullptr;
         first->overran = true;
         ++g_overruns;
+        // The check runs on, abandoned, until Z3 returns (minutes, maybe):
+        // at the lowest priority, so that it takes only idle time from the
+        // solves still wanted. (On Linux, a thread's own priority.)
+        setpriority(PRIO_PROCESS, static_cast<id_t>(first->thread), 19);
         report();
       }
     }
