@@ -153,6 +153,7 @@ struct Prepared {
   std::vector<StageUnit> units;
   std::string digest;  // renamed content (batch_reuse.h)
   double explore_seconds = 0, read_seconds = 0, cut_seconds = 0;
+  double check_seconds = 0, digest_seconds = 0;  // parts of read and cut, for the debug output
 };
 
 // Corners are explored and verified one pipeline stage at a time (one batch
@@ -302,6 +303,7 @@ class ClassRun {
     start = Clock::now();
     try {
       check_selected(plan_, expand_selected(g_, b->checked));
+      p->check_seconds = std::chrono::duration<double>(Clock::now() - start).count();
       p->expansion = expand_selected(g_, b->selection);
       // The walk is written out: its memory goes before the text is read
       // (reading it is a batch's peak; read_selected frees the text), and
@@ -321,7 +323,10 @@ class ClassRun {
     p->read_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     start = Clock::now();
     p->units = cut_units(p->sub, jobs);
+    p->digest_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     p->digest = renamed_content_digest(p->sub, p->units);
+    p->digest_seconds =
+        std::chrono::duration<double>(Clock::now() - start).count() - p->digest_seconds;
     p->cut_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return p;
   }
@@ -391,7 +396,7 @@ class ClassRun {
       for (const Coord& c : p.anchors)
         signatures_[pack(c)] = stage_keys(c, p.sub, same->verdict_keys, same->unit_of);
       distinct.insert(same->decided.begin(), same->decided.end());
-      debug_batch(round, p.anchors, p.selected_ops, same->verdict_keys, "reused");
+      debug_batch(round, p, same->verdict_keys, "reused");
       Report r = same->report;
       r.stats.phases = {};
       r.stats.phases.parse = p.read_seconds;
@@ -407,23 +412,26 @@ class ClassRun {
     for (const Coord& c : p.anchors)
       signatures_[pack(c)] = stage_keys(c, p.sub, record.verdict_keys, unit_of);
     distinct.insert(record.decided.begin(), record.decided.end());
-    debug_batch(round, p.anchors, p.selected_ops, record.verdict_keys, "verified");
+    debug_batch(round, p, record.verdict_keys, "verified");
     reuse_.keep(p.digest, r, record, std::move(unit_of));
     localise(r, p.sub, p.expansion);
     return r;
   }
 
-  void debug_batch(int round, const std::vector<Coord>& anchors, size_t selected_ops,
-                   const std::vector<std::string>& verdict_keys, const char* how) const {
+  void debug_batch(int round, const Prepared& p, const std::vector<std::string>& verdict_keys,
+                   const char* how) const {
     if (std::getenv("SHARDPROOF_DEBUG_CLASSES")) {
       std::set<std::string> verdicts(verdict_keys.begin(), verdict_keys.end());
       std::fprintf(
           stderr,
           "round %d, pp=%lld dp=%lld: %zu anchors, %zu ops, %zu stages, %zu distinct verdict "
-          "keys, %s, explore %.2f s, memo %zu\n",
-          round, static_cast<long long>(anchors.front()[kPpAxis]),
-          static_cast<long long>(anchors.front()[kDpAxis]), anchors.size(), selected_ops,
-          verdict_keys.size(), verdicts.size(), how, explore_seconds_, identity_memo_.size());
+          "keys, %s; explore %.2f s, check %.2f, expand and read %.2f, cut %.2f, digest %.2f "
+          "(explored so far %.2f s), memo %zu\n",
+          round, static_cast<long long>(p.anchors.front()[kPpAxis]),
+          static_cast<long long>(p.anchors.front()[kDpAxis]), p.anchors.size(), p.selected_ops,
+          verdict_keys.size(), verdicts.size(), how, p.explore_seconds, p.check_seconds,
+          p.read_seconds - p.check_seconds, p.cut_seconds - p.digest_seconds, p.digest_seconds,
+          explore_seconds_, identity_memo_.size());
     }
   }
 
