@@ -8,7 +8,8 @@
 #    identical one (batch_reuse.h), cold time (wall, and CPU: the machine
 #    may be shared) split by phase (parse: reading and checking each batch's
 #    expansion; cut: exploring corners and cutting; key; decide) and peak
-#    memory in process without cache, and cold and warm
+#    memory in process without cache, the cold time on one core (--jobs 1)
+#    and the speed-up of two, and cold and warm
 #    time through a daemon in a fresh cache and runtime directory. The cold
 #    run is per class (--classes); through the daemon a plan under 10^6 op
 #    instances is expanded instead (the default). Runs are bounded by
@@ -94,16 +95,21 @@ phases() {
 print("/".join("%.1f" % p.get(k, 0) for k in ("parse", "cut", "key", "decide")))' "$1"
 }
 
-echo "| plan | file KB | op instances | stages verified | distinct | corners | batches (reused) | cold s | cold CPU s | parse/cut/key/decide s | peak MiB | daemon cold s | daemon warm s | verdict |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| plan | file KB | op instances | stages verified | distinct | corners | batches (reused) | cold s | cold CPU s | cold s, 1 core (speed-up on 2) | parse/cut/key/decide s | peak MiB | daemon cold s | daemon warm s | verdict |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 while IFS= read -r line; do
   [[ -z "$line" ]] && continue
   model="${line%%:*}"
   read -r -a opts <<<"${line#*:}"
   "$cli" plan "$model" "${opts[@]}" --compact -o "$work/plan.json"
   kb=$(du -k "$work/plan.json" | cut -f1)
+  # The same run on one core first (--jobs 1: no batch prepared beside the
+  # one verified, one solver thread): what both cores save.
+  verify_cold "$work/plan.json" --classes --jobs 1
+  one_core_s=$cold_s
   verify_cold "$work/plan.json" --classes
   r="$work/report.json"
+  speedup=$(awk -v a="$one_core_s" -v b="$cold_s" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')
   rm -rf "$work/cache" "$work/rss"
   daemon_cold="-" daemon_warm="-"
   if [[ "$(field "$r" verdict)" == equivalent ]]; then  # only what finished in process
@@ -118,7 +124,7 @@ while IFS= read -r line; do
   fi
   echo "| $model ${opts[*]} | $kb | $(field "$r" stats.parallel_ops) | $(field "$r" stats.stages) |" \
     "$(field "$r" stats.unique_stages) | $(field "$r" stats.class_anchors) |" \
-    "${batches:--} | $cold_s | $cpu_s |" \
+    "${batches:--} | $cold_s | $cpu_s | $one_core_s ($speedup) |" \
     "$(phases "$r") | $peak_mib | $daemon_cold | $daemon_warm | $(field "$r" verdict) |"
 done <<<"$PLANS"
 
