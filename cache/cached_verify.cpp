@@ -88,19 +88,6 @@ std::optional<Report> stored_plan_report(VerdictCache& cache, const PlanIdentity
   return hit;
 }
 
-Report verify_text(const std::string& path, const std::string& text, const VerifyOptions& options,
-                   const std::string& base_dir) {
-  auto start = Clock::now();
-  ParseResult parsed = parse_plan_text(text, path, base_dir, options.parse);
-  if (!parsed.plan) return unreadable_plan_report(path, parsed);
-  const double parse = std::chrono::duration<double>(Clock::now() - start).count();
-  Report report = verify_plan(*parsed.plan, options);
-  report.stats.phases.parse += parse;  // the class verifier reads each batch
-  report.stats.seconds += parse;
-  report.plan_path = path;
-  return report;
-}
-
 Report verify_with_cache(const std::string& path, std::string text, const VerifyOptions& options,
                          VerdictCache* cache, const AdmitPlan& admit, PlanMemo* memo) {
   PlanIdentity id;
@@ -116,7 +103,7 @@ Report verify_with_cache(const std::string& path, std::string text, const Verify
     return refused;
   }
   Report report = memo ? verify_text_with_memo(path, std::move(text), options, *memo)
-                       : verify_text(path, text, options);
+                       : verify_plan_text(path, text, "", options);
   if (cache && is_definite(report)) keep_report(*cache, id, report);
   return report;
 }

@@ -42,9 +42,4 @@ Report verify_with_cache(const std::string& path, std::string text, const Verify
                          VerdictCache* cache, const AdmitPlan& admit = {},
                          PlanMemo* memo = nullptr);
 
-// Parses and verifies plan text with the engine alone; graph references
-// (none in self-contained text) resolve against `base_dir`.
-Report verify_text(const std::string& path, const std::string& text, const VerifyOptions& options,
-                   const std::string& base_dir = "");
-
 }  // namespace shardproof::cache

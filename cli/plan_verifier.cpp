@@ -117,7 +117,7 @@ Report PlanVerifier::verify_text(const std::string& path, const std::string& ori
   if (has_graph_references(original)) {
     std::string why;
     inlined = inline_graph_references(original, plan_dir(path), &why);
-    if (!inlined) return cache::verify_text(path, original, plain, plan_dir(path));
+    if (!inlined) return verify_plan_text(path, original, plan_dir(path), plain);
     text = &*inlined;
   }
   std::optional<Report> report;
@@ -139,7 +139,7 @@ Report PlanVerifier::verify_text(const std::string& path, const std::string& ori
     report = backend_->verify(path, *text, options);
   }
   if (report->verdict == Verdict::Invalid)
-    return cache::verify_text(path, original, plain, plan_dir(path));
+    return verify_plan_text(path, original, plan_dir(path), plain);
   return std::move(*report);
 }
 

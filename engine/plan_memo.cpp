@@ -23,8 +23,7 @@ Report verify_text_with_memo(const std::string& path, std::string text,
       const double parse = seconds_since(start);
       memo.parsed->plan.path = path;
       Report report = verify_plan_edit(memo.parsed->plan, *edits, options, memo.stages);
-      report.stats.phases.parse += parse;
-      report.stats.seconds += parse;
+      add_parse_time(report, parse);
       return report;
     }
   }
@@ -33,8 +32,7 @@ Report verify_text_with_memo(const std::string& path, std::string text,
   if (!parsed.plan) return unreadable_plan_report(path, parsed);
   const double parse = seconds_since(start);
   Report report = verify_plan(*parsed.plan, options, memo.stages);
-  report.stats.phases.parse += parse;
-  report.stats.seconds += parse;
+  add_parse_time(report, parse);
   report.plan_path = path;
   memo.parsed = keep_parsed_text(std::move(text), std::move(*parsed.plan));
   if (!memo.parsed) memo.clear();

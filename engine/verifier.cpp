@@ -54,6 +54,26 @@ Report verify_plan_edit(const Plan& plan, const OpEdits& edits, const VerifyOpti
   return with_schedule(plan, verify_expanded_edit(plan, edits, options, record));
 }
 
+namespace {
+
+// The report of `parsed`, read since `start`.
+Report verify_parsed(const std::string& path, const ParseResult& parsed, Clock::time_point start,
+                     const VerifyOptions& options) {
+  if (!parsed.plan) return unreadable_plan_report(path, parsed);
+  const double parse = std::chrono::duration<double>(Clock::now() - start).count();
+  Report report = verify_plan(*parsed.plan, options);
+  report.plan_path = path;
+  add_parse_time(report, parse);
+  return report;
+}
+
+}  // namespace
+
+void add_parse_time(Report& report, double parse_seconds) {
+  report.stats.phases.parse += parse_seconds;
+  report.stats.seconds += parse_seconds;
+}
+
 Report verify_plan_file(const std::string& path, const VerifyOptions& options) {
   auto start = Clock::now();
   ParseResult parsed;
@@ -62,15 +82,13 @@ Report verify_plan_file(const std::string& path, const VerifyOptions& options) {
   } catch (const std::exception& e) {
     parsed.io_error = std::string("unexpected error while reading the plan: ") + e.what();
   }
-  if (parsed.plan) {
-    const double parse = std::chrono::duration<double>(Clock::now() - start).count();
-    Report report = verify_plan(*parsed.plan, options);
-    report.plan_path = path;
-    report.stats.phases.parse += parse;
-    report.stats.seconds += parse;
-    return report;
-  }
-  return unreadable_plan_report(path, parsed);
+  return verify_parsed(path, parsed, start, options);
+}
+
+Report verify_plan_text(const std::string& path, const std::string& text,
+                        const std::string& base_dir, const VerifyOptions& options) {
+  auto start = Clock::now();
+  return verify_parsed(path, parse_plan_text(text, path, base_dir, options.parse), start, options);
 }
 
 Report unreadable_plan_report(const std::string& path, const ParseResult& parsed) {

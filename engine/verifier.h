@@ -16,6 +16,16 @@ namespace shardproof {
 // InternalError (exit 4), contract violations Invalid (exit 2).
 Report verify_plan_file(const std::string& path, const VerifyOptions& options);
 
+// Parses plan text and verifies it, as verify_plan_file does a file; graph
+// references (none in self-contained text) resolve against `base_dir`.
+Report verify_plan_text(const std::string& path, const std::string& text,
+                        const std::string& base_dir, const VerifyOptions& options);
+
+// Counts the plan's parsing in `report`: in stats.seconds, and added to
+// stats.phases.parse, which may already hold reading the verification did
+// itself (the class verifier reads each batch of a compact plan).
+void add_parse_time(Report& report, double parse_seconds);
+
 // The report of a plan the parser did not accept: invalid, with its
 // diagnostic, or an internal error (the file could not be read).
 Report unreadable_plan_report(const std::string& path, const ParseResult& parsed);

@@ -323,10 +323,9 @@ class ClassRun {
     p->read_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     start = Clock::now();
     p->units = cut_units(p->sub, jobs);
-    p->digest_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const Clock::time_point digest_start = Clock::now();
     p->digest = renamed_content_digest(p->sub, p->units);
-    p->digest_seconds =
-        std::chrono::duration<double>(Clock::now() - start).count() - p->digest_seconds;
+    p->digest_seconds = std::chrono::duration<double>(Clock::now() - digest_start).count();
     p->cut_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return p;
   }
