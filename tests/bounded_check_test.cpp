@@ -6,10 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "engine/verifier.h"
 #include "tests/cli_runner.h"
 
 namespace shardproof {
@@ -81,6 +86,43 @@ TEST(BoundedCheck, ANonlinearStageZ3OverrunsIsUnknownInBoundedTime) {
   EXPECT_EQ(r.code, 3) << r.out << r.err;
   EXPECT_NE(r.out.find("UNKNOWN"), std::string::npos) << r.out;
   EXPECT_LT(took, 10.0) << "10x the timeout; " << r.out;
+}
+
+// The nice value of each thread of this process (/proc/self/task/*/stat:
+// the 19th field, the 17th after the command name's closing parenthesis).
+std::vector<int> thread_nice_values() {
+  std::vector<int> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 1));
+    std::string field;
+    for (int i = 0; i < 17 && fields >> field; ++i) {
+    }
+    if (!field.empty()) out.push_back(std::stoi(field));
+  }
+  return out;
+}
+
+// The same plan in process: the abandoned check runs on (for minutes on
+// this plan) at the lowest priority, so it takes only idle time from the
+// solves still wanted.
+TEST(BoundedCheck, AnAbandonedCheckRunsOnAtTheLowestPriority) {
+  ParseResult parsed = parse_plan_file(std::string(SHARDPROOF_SOURCE_DIR) +
+                                       "/tests/data/plans/watchdog/nonlinear-overrun.json");
+  ASSERT_TRUE(parsed.plan);
+  VerifyOptions options;
+  options.jobs = 1;
+  options.rlimit = 2'000'000;
+  options.timeout_ms = 1'000;
+  const long overruns = watchdog_overruns();
+  const Report r = verify_plan(*parsed.plan, options);
+  EXPECT_EQ(r.verdict, Verdict::Unknown);
+  ASSERT_GT(watchdog_overruns(), overruns);
+  const std::vector<int> nice = thread_nice_values();
+  EXPECT_EQ(std::count(nice.begin(), nice.end(), 19), 1) << "threads: " << nice.size();
 }
 
 }  // namespace
