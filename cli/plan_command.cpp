@@ -98,6 +98,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
   cmd->add_flag("--compact", c.compact,
                 "Write the compact form (shardproof-plan/1.1): programs over the device mesh, "
                 "a file that does not grow with dp, tp, cp or micro-batches");
+  cmd->add_flag("!--no-fold-stages", c.fold_stages,
+                "With --compact: one program per pipeline stage, instead of one program for each "
+                "run of identical stages (their numbers affine in pp)");
   cmd->add_option("-o,--output", args.output, "Write the plan here instead of stdout");
   cmd->add_flag("--list-bugs", args.list_bugs, "List the bugs MODEL can carry");
   cmd->add_flag("--list-models", args.list_models, "List the model families");

@@ -4,6 +4,7 @@
 
 #include "planner/family.h"
 #include "planner/mlp.h"
+#include "planner/stage_fold.h"
 
 namespace shardproof::planner {
 
@@ -33,6 +34,7 @@ nlohmann::json mlp_generate(const PlanConfig& config) {
   nlohmann::json parallel_json;
   if (config.compact) {
     parallel_json = mlp::build_compact_parallel(layout);
+    if (config.fold_stages) parallel_json = fold_pipeline_stages(std::move(parallel_json));
   } else {
     GraphBuilder parallel(&logical, layout.world());
     mlp::build_parallel(layout, parallel);

@@ -53,6 +53,10 @@ struct PlanConfig {
   // Write the compact form (shardproof-plan/1.1): programs over the device
   // mesh, a file whose size does not grow with dp, tp or micro-batches.
   bool compact = false;
+  // The compact form: write a run of identical pipeline stages (the same
+  // layers under other numbers) as one program affine in pp
+  // (planner/stage_fold.h). Off: one program per stage.
+  bool fold_stages = true;
 };
 
 struct BugInfo {

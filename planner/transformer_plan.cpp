@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "planner/compact_builder.h"
+#include "planner/stage_fold.h"
 #include "planner/transformer.h"
 
 namespace shardproof::planner::transformer {
@@ -93,6 +94,7 @@ nlohmann::json transformer_plan(const ModelShape& model, const PlanConfig& confi
     CompactBuilder parallel(CompactMesh(s).axes(), s.mb);
     Builder(s, *compact_graph(parallel, s)).build();
     parallel_json = parallel.to_json();
+    if (config.fold_stages) parallel_json = fold_pipeline_stages(std::move(parallel_json));
   } else {
     GraphBuilder parallel(&logical, s.world());
     Builder(s, *v1_graph(parallel, s)).build();

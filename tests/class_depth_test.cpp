@@ -27,11 +27,13 @@ bool mentions(const Report& r, const std::string& text) {
   return false;
 }
 
-// mlp, 16 layers on 8 pipeline stages of 2 (dp2 tp2, 2 micro-batches).
+// mlp, 16 layers on 8 pipeline stages of 2 (dp2 tp2, 2 micro-batches),
+// one program per stage (folded stages: stage_fold_test.cpp).
 nlohmann::json deep_mlp() {
   planner::PlanConfig c = testing::mlp_config(16, 2, 2, 8, 2);
   c.batch = 4 * 2 * 2;
   c.compact = true;
+  c.fold_stages = false;
   return planner::generate_plan("mlp", c);
 }
 
@@ -74,6 +76,7 @@ TEST(ClassVerifierDepth, OneWrongLayerAtDepthIsFound) {
 planner::PlanConfig deep_llama(const std::string& bug) {
   planner::PlanConfig c = testing::transformer_config(12, 2, 2, 6, 2);
   c.compact = true;
+  c.fold_stages = false;
   c.bug = bug;
   return c;
 }

@@ -12,6 +12,7 @@
 #include "engine/classes/batch_reuse.h"
 #include "engine/classes/compact_explore.h"
 #include "engine/classes/compact_rules.h"
+#include "engine/classes/layer_shift.h"
 #include "engine/classes/ordered_prefetch.h"
 #include "engine/decide/plan_run_cut.h"
 #include "engine/decide/stage_store.h"
@@ -100,6 +101,22 @@ std::vector<AxisClasses> initial_classes(const CompactGraph& g) {
     for (const TensorTemplate& t : p.tensors) add_condition_breaks(t.when, axes);
     for (const OpTemplate& o : p.ops) add_condition_breaks(o.when, axes);
   }
+  // A pipeline stage's walk reaches its neighbours' instances (a send's
+  // sender, a claim group's receiver) and tests their programs' conditions:
+  // the stages within a send's reach of a breakpoint walk differently from
+  // the run beyond (pp = 2 reaches stage 1, whose input stage 0's program
+  // sends), so each is a class of its own from the start rather than after
+  // a round of splits (refine() peels any the walks still tell apart).
+  int64_t reach = 0;
+  for (const Program& p : g.programs)
+    for (const OpTemplate& o : p.ops)
+      if (o.kind == OpTemplate::Kind::Send) reach = std::max(reach, std::abs(o.to[kPpAxis]));
+  for (AxisClasses& a : axes) {
+    if (a.axis != kPpAxis || reach == 0) continue;
+    const std::set<int64_t> roots = a.breaks;
+    for (int64_t r : roots)
+      for (int64_t d = -reach; d <= reach; ++d) a.add(r + d);
+  }
   return axes;
 }
 
@@ -130,8 +147,8 @@ std::string class_text(const std::vector<AxisClasses>& axes, const std::vector<R
 
 // The pp axis (index in kAxisNames): anchors are verified one pipeline
 // stage at a time.
-constexpr int kPpAxis = 1, kDpAxis = 0;
-static_assert(kAxisNames[kPpAxis] == "pp" && kAxisNames[kDpAxis] == "dp");
+constexpr int kDpAxis = 0;
+static_assert(kAxisNames[kDpAxis] == "dp");
 
 // What one batch of anchors (one pipeline stage) explores: freed with it.
 struct Batch {
@@ -152,6 +169,11 @@ struct Prepared {
   Plan sub;
   std::vector<StageUnit> units;
   std::string digest;  // renamed content (batch_reuse.h)
+  // The first pipeline stage of a run of them (pp = lo of a class lo..hi):
+  // why the stages further on are not this one's under the layer shift
+  // (layer_shift.h), if they are not.
+  std::optional<std::string> shift_broken;
+  int64_t span = 0;  // hi - lo
   double explore_seconds = 0, read_seconds = 0, cut_seconds = 0;
   double check_seconds = 0, digest_seconds = 0;  // parts of read and cut, for the debug output
 };
@@ -201,8 +223,9 @@ class ClassRun {
       explored_ = 0;
       const int workers = options_.jobs == 1 ? 0 : 1;
       OrderedPrefetch<std::unique_ptr<Prepared>> ready(batches.size(), workers, 1, [&](size_t i) {
-        return prepare(batches[i], workers == 0 ? options_.jobs : 1);
+        return prepare(batches[i], run_span(batches[i].front()), workers == 0 ? options_.jobs : 1);
       });
+      std::vector<Range> unshifted;  // runs of pipeline stages the layer shift does not carry
       for (size_t i = 0; i < batches.size(); ++i) {
         std::unique_ptr<Prepared> p = ready.take(i);
         for (auto& [packed, record] : p->records) records_[packed] = std::move(record);
@@ -210,9 +233,26 @@ class ClassRun {
         explore_seconds_ += p->explore_seconds;
         if (p->stop) return *p->stop;
         report_progress(i + 1, batches.size(), count);  // explored: before its stages
+        if (p->shift_broken) {
+          const int64_t lo = p->anchors.front()[kPpAxis];
+          unshifted.push_back({lo, lo + p->span});
+          if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
+            std::fprintf(stderr, "pp=%lld..%lld: no layer shift: %s\n",
+                         static_cast<long long>(lo), static_cast<long long>(lo + p->span),
+                         p->shift_broken->c_str());
+        }
         Report sub = verify_batch(*p, round, distinct);
         if (sub.verdict == Verdict::Invalid || sub.verdict == Verdict::InternalError) return sub;
         merge(all, std::move(sub));
+      }
+      // A run whose logical layers are not shifts of each other is verified
+      // one pipeline stage at a time (every stage a class of its own).
+      if (!unshifted.empty()) {
+        for (const Range& r : unshifted)
+          for (AxisClasses& a : axes_)
+            if (a.axis == kPpAxis)
+              for (int64_t v = r.lo; v <= r.hi; ++v) a.add(v);
+        continue;
       }
       std::vector<std::vector<Range>> split = disagreeing_boxes([&](const Coord& c) {
         const AnchorRecord& r = records_.at(pack(c));
@@ -286,9 +326,11 @@ class ClassRun {
   // Explores `anchors`, then writes, reads and cuts what they selected, and
   // hashes it up to names. Reads only the plan (runs on a worker thread);
   // `jobs` threads cut.
-  std::unique_ptr<Prepared> prepare(const std::vector<Coord>& anchors, int jobs) const {
+  std::unique_ptr<Prepared> prepare(const std::vector<Coord>& anchors, int64_t span,
+                                    int jobs) const {
     auto p = std::make_unique<Prepared>();
     p->anchors = anchors;
+    p->span = span;
     auto b = std::make_unique<Batch>(g_);
     auto start = Clock::now();
     try {
@@ -325,9 +367,20 @@ class ClassRun {
     p->units = cut_units(p->sub, jobs);
     const Clock::time_point digest_start = Clock::now();
     p->digest = renamed_content_digest(p->sub, p->units);
+    if (span > 0) p->shift_broken = check_layer_shift(g_, p->sub, p->expansion, p->units, span);
     p->digest_seconds = std::chrono::duration<double>(Clock::now() - digest_start).count();
     p->cut_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return p;
+  }
+
+  // hi - lo when `anchor` is the first pipeline stage of a class lo..hi of
+  // several, else 0: the stages the layer shift must carry it to.
+  int64_t run_span(const Coord& anchor) const {
+    for (const AxisClasses& a : axes_)
+      if (a.axis == kPpAxis)
+        for (const Range& r : a.classes())
+          if (r.lo == anchor[kPpAxis]) return r.hi - r.lo;
+    return 0;
   }
 
   // One line per pipeline stage explored: corners explored so far, and how
@@ -380,9 +433,20 @@ class ClassRun {
     if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
       for (size_t i = 0; i < boxes.size() && i < 5; ++i)
         std::fprintf(stderr, "split %s (%s differ)\n", class_text(axes_, boxes[i]).c_str(), why);
+    // A run of pipeline stages is peeled at both ends instead: its walks
+    // differ where they reach the first or last stage's own program (a
+    // send from pp - 1, a claim group reaching pp + 1), a stage or two from
+    // its ends; its middle is one class.
     for (const std::vector<Range>& box : boxes)
-      for (size_t i = 0; i < box.size(); ++i)
-        if (box[i].hi > box[i].lo) axes_[i].add(box[i].lo + (box[i].hi - box[i].lo) / 2);
+      for (size_t i = 0; i < box.size(); ++i) {
+        if (box[i].hi == box[i].lo) continue;
+        if (axes_[i].axis == kPpAxis) {
+          axes_[i].add(box[i].lo + 1);
+          axes_[i].add(box[i].hi - 1);
+        } else {
+          axes_[i].add(box[i].lo + (box[i].hi - box[i].lo) / 2);
+        }
+      }
   }
 
   // Verifies what a batch selected (or takes the verification of an earlier

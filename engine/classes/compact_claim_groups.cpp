@@ -35,7 +35,7 @@ void Explorer::Impl::search(const Ref& u, const std::vector<Equation>& eqs,
         hi += k * seed[a] + (span < 0 ? -span : span);
       }
     }
-    if (sign(e.rhs - lo) < 0 || sign(hi - e.rhs) < 0) return;
+    if (!nonneg(e.rhs - lo) || !nonneg(hi - e.rhs)) return;
   }
   if (depth == axes.size()) {
     for (const Axis& x : axes)
@@ -60,7 +60,7 @@ void Explorer::Impl::search(const Ref& u, const std::vector<Equation>& eqs,
 
 const std::vector<std::pair<Ref, Coord>>& Explorer::Impl::group_of(const Ref& seed,
                                                                    const Coord& c) {
-  const NodeKey key{seed.program, seed.element, pack(c), kSeedWalk};
+  const NodeKey key{seed.program, seed.element, node_id(c), kSeedWalk};
   auto it = groups.find(key);
   if (it == groups.end()) {
     std::vector<std::pair<Ref, Coord>> members;
@@ -154,7 +154,9 @@ std::vector<std::pair<Ref, Coord>> Explorer::Impl::group(const Ref& seed, const 
   std::vector<std::pair<Ref, Coord>> members;
   const std::vector<int64_t> tv = slots(lin.tensor, c);
   const Pattern& lp = pattern(lin.tensor);
-  for (const Ref& u : candidates(claims, claim_candidates, lp)) {
+  const Program& sp = g.programs[seed.program];
+  const Domain own = domain_of(sp.on, s.when, Coord{});
+  for (const Ref& u : candidates(claims, claim_candidates, lp, Compared::AcrossCoordinates, &own)) {
     const TensorTemplate& t = g.programs[u.program].tensors[u.element];
     const Lineage& ul = *t.of;
     if (ul.has_part != lin.has_part || ul.over.size() != lin.over.size()) continue;

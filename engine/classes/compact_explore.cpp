@@ -42,41 +42,77 @@ Pattern pattern_of(const Template& t) {
   return p;
 }
 
+Domain Explorer::Impl::domain_of(const Condition& on, const Condition& when,
+                                 const Coord& shift) const {
+  Domain d;
+  for (int axis = 0; axis < kAxisCount; ++axis) d.hi[axis] = m.size(axis) - 1;
+  for (const Condition* cond : {&on, &when})
+    for (const Comparison& k : cond->all)
+      for (int axis = 0; axis < kMbAxis; ++axis) {
+        const int64_t a = k.diff.coef[axis], c = k.diff.constant;
+        if (k.diff.mask() != (AxisMask{1} << axis) || (a != 1 && a != -1)) continue;
+        // a*x + c op 0, with a = +-1: x op' -c*a.
+        const int64_t root = -c * a;
+        const Comparison::Op op = k.op;
+        using Op = Comparison::Op;
+        const bool upper = (a == 1) == (op == Op::Lt || op == Op::Le);
+        if (op == Op::Eq) {
+          d.lo[axis] = std::max(d.lo[axis], root);
+          d.hi[axis] = std::min(d.hi[axis], root);
+        } else if (upper) {
+          d.hi[axis] = std::min(d.hi[axis], root - (op == Op::Lt || op == Op::Gt ? 1 : 0));
+        } else {
+          d.lo[axis] = std::max(d.lo[axis], root + (op == Op::Lt || op == Op::Gt ? 1 : 0));
+        }
+      }
+  for (int axis = 0; axis < kMbAxis; ++axis) {
+    d.lo[axis] += shift[axis];
+    d.hi[axis] += shift[axis];
+  }
+  return d;
+}
+
 Explorer::Impl::Impl(const CompactGraph& graph) : g(graph), m(graph.mesh) {
+  const Coord none{};
   for (uint32_t p = 0; p < g.programs.size(); ++p) {
     const Program& prog = g.programs[p];
     for (uint32_t t = 0; t < prog.tensors.size(); ++t) {
       const TensorTemplate& tt = prog.tensors[t];
-      if (const Pattern& n = pattern(tt.name); n.ok) decls[n.skeleton].push_back({p, t, 0, &n});
+      const Domain d = domain_of(prog.on, tt.when, none);
+      if (const Pattern& n = pattern(tt.name); n.ok) decls[n.skeleton].push_back({p, t, 0, &n, d});
       if (tt.of && !tt.input && pattern(tt.of->tensor).ok)
-        claims[pattern(tt.of->tensor).skeleton].push_back({p, t, 0, &pattern(tt.of->tensor)});
+        claims[pattern(tt.of->tensor).skeleton].push_back(
+            {p, t, 0, &pattern(tt.of->tensor), d});
     }
-    for (uint32_t o = 0; o < prog.ops.size(); ++o)
-      for (uint32_t s = 0; s < prog.ops[o].out.size(); ++s)
-        if (const Pattern& n = pattern(prog.ops[o].out[s]); n.ok)
-          producers[n.skeleton].push_back({p, o, s, &n});
+    for (uint32_t o = 0; o < prog.ops.size(); ++o) {
+      const OpTemplate& op = prog.ops[o];
+      // A send's out is named at the receiver.
+      const Domain d = domain_of(prog.on, op.when, op.kind == Kind::Send ? op.to : none);
+      for (uint32_t s = 0; s < op.out.size(); ++s)
+        if (const Pattern& n = pattern(op.out[s]); n.ok) producers[n.skeleton].push_back({p, o, s, &n, d});
+    }
   }
 }
 
 bool Explorer::Impl::holds(const Condition& cond, const Coord& c) {
   for (const Comparison& k : cond.all) {
-    int s = sign(k.diff.eval(c));
+    const int64_t v = k.diff.eval(c);
     bool ok = false;
     switch (k.op) {
       case Comparison::Op::Eq:
-        ok = s == 0;
+        ok = zero(v);
         break;
       case Comparison::Op::Lt:
-        ok = s < 0;
+        ok = !nonneg(v);
         break;
       case Comparison::Op::Le:
-        ok = s <= 0;
+        ok = nonneg(-v);
         break;
       case Comparison::Op::Gt:
-        ok = s > 0;
+        ok = !nonneg(-v);
         break;
       case Comparison::Op::Ge:
-        ok = s >= 0;
+        ok = nonneg(v);
         break;
     }
     if (!ok) return false;
@@ -137,12 +173,16 @@ std::optional<std::pair<Ref, Coord>> Explorer::Impl::producer(const Ref& r, cons
     const OpTemplate& op = p.ops[o.element];
     std::optional<Coord> at;
     if (op.kind == Kind::Send) {
-      // A send's out is named at the receiver: solve there, then step back.
+      // A send's out is named at the receiver: solve there, then step back
+      // (the sender's device and program tested first, as solve() does).
       static const Condition always;
+      Coord from = c;
+      for (int axis : m.axes) from[axis] -= op.to[axis];
+      if (!in_mesh(from, false) || !holds(p.on, from)) continue;
       at = solve(*o.pattern, op.per_mb, always, always, v, c, name);
       if (at) {
         for (int axis : m.axes) (*at)[axis] -= op.to[axis];
-        if (!in_mesh(*at, op.per_mb) || !holds(p.on, *at) || !holds(op.when, *at)) at.reset();
+        if (!in_mesh(*at, op.per_mb) || !holds(op.when, *at)) at.reset();
       }
     } else {
       at = solve(*o.pattern, op.per_mb, p.on, op.when, v, c, name);
@@ -157,7 +197,9 @@ std::optional<std::pair<Ref, Coord>> Explorer::Impl::producer(const Ref& r, cons
 
 void Explorer::Impl::record_claim(const TensorTemplate& t, const Coord& c) {
   if (!t.of) return;
-  for (int64_t v : slots(t.of->tensor, c)) value(v);
+  const std::vector<int64_t> v = slots(t.of->tensor, c);
+  const Pattern& p = pattern(t.of->tensor);
+  for (size_t i = 0; i < v.size(); ++i) name_value(v[i], p.slots[i].coef[kPpAxis]);
 }
 
 // Writes out, for the walk, the outputs of op template `o` at its member
@@ -260,11 +302,11 @@ class InstanceCone {
     return x_.g.programs[t.first.program].tensors[t.first.element];
   }
   Impl::NodeKey key(const Tensor& t, bool root) const {
-    return {t.first.program, t.first.element, x_.pack(t.second),
+    return {t.first.program, t.first.element, x_.node_id(t.second),
             root ? Impl::kSeedWalk : Impl::kTensorWalk};
   }
   Impl::NodeKey key(const Op& op) const {
-    return {op.ref.program, op.ref.element, x_.pack(op.lead), Impl::kOpWalk};
+    return {op.ref.program, op.ref.element, x_.node_id(op.lead), Impl::kOpWalk};
   }
 
   Impl& x_;
@@ -283,6 +325,7 @@ AnchorRecord Explorer::Impl::explore(const Coord& anchor, Selection& selection,
   hash = 0;
   count = 0;
   outer.clear();  // left by a walk that threw
+  anchor_pp = anchor[kPpAxis];
   AnchorRecord rec;
   // A program whose "on" does not hold at the anchor runs nothing there
   // ("on" never mentions mb, nor an axis an op is read at 0 along: its
@@ -299,7 +342,7 @@ AnchorRecord Explorer::Impl::explore(const Coord& anchor, Selection& selection,
       rec.seeds.push_back({p, e, c});
       // A claim instance seen from another anchor (one that differs only
       // in axes the claim does not vary along) is one node.
-      node({p, e, pack(c), kSeedClaim}, [&] {
+      node({p, e, node_id(c), kSeedClaim}, [&] {
         const Ref self{p, e, 0};
         const std::vector<std::pair<Ref, Coord>>& members = group_of(self, c);
         bool has_self = false;

@@ -5,6 +5,9 @@
 // Internal to engine/classes.
 #pragma once
 
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,9 +35,17 @@ struct Pattern {
 
 Pattern pattern_of(const Template& t);
 
+// The coordinates, axis by axis, at which a template's name can be
+// evaluated (the mesh, narrowed by its single-axis conditions; for a send's
+// out, at the receiver): a fact of the plan.
+struct Domain {
+  Coord lo{}, hi{};
+};
+
 struct Ref {
   uint32_t program, element, slot;
   const Pattern* pattern = nullptr;  // of the name it is indexed by
+  Domain domain{};
 };
 
 struct Explorer::Impl {
@@ -53,19 +64,60 @@ struct Explorer::Impl {
     return it->second;
   }
 
-  // The templates under a pattern's skeleton in `index` that no slot both
-  // write as digits tells apart from it ("l3" and "l7"): a fact of the plan,
-  // kept per pattern, so a lookup does not scan every layer's templates.
+  // The templates under a pattern's skeleton in `index` that no slot tells
+  // apart from it: a fact of the plan, kept per pattern, so a lookup does
+  // not scan every layer's templates. Claims are compared across
+  // coordinates (a claim group's members), so only slots both write as
+  // digits tell them apart ("l3" and "l7"); a name and a declaration or
+  // producer are compared on one device, where slots alike but for their
+  // constant never meet either ("l{8*pp + 3}" and "l{8*pp + 4}").
   using Index = std::unordered_map<std::string, std::vector<Ref>>;
   using Candidates = std::unordered_map<const Pattern*, std::vector<Ref>>;
   Candidates decl_candidates, producer_candidates, claim_candidates;
-  const std::vector<Ref>& candidates(const Index& index, Candidates& memo, const Pattern& p) {
+  enum class Compared { AcrossCoordinates, OnOneDevice };
+  // `own`: the domain of the template `p` names (claims only), whose slots'
+  // ranges there must meet the candidate's.
+  const std::vector<Ref>& candidates(const Index& index, Candidates& memo, const Pattern& p,
+                                     Compared compared = Compared::OnOneDevice,
+                                     const Domain* own = nullptr) {
     auto [it, fresh] = memo.try_emplace(&p);
     if (fresh)
       if (auto found = index.find(p.skeleton); found != index.end())
         for (const Ref& r : found->second)
-          if (!written_apart(p, *r.pattern)) it->second.push_back(r);
+          if (compared == Compared::AcrossCoordinates
+                  ? !written_apart(p, *r.pattern) && !(own && ranges_apart(p, *own, r))
+                  : !apart_on_one_device(p, r))
+            it->second.push_back(r);
     return it->second;
+  }
+  // The least and greatest value of `a` over `d`.
+  static std::pair<int64_t, int64_t> range(const Affine& a, const Domain& d) {
+    int64_t lo = a.constant, hi = a.constant;
+    for (int axis = 0; axis < kAxisCount; ++axis) {
+      const int64_t p = a.coef[axis] * d.lo[axis], q = a.coef[axis] * d.hi[axis];
+      lo += std::min(p, q);
+      hi += std::max(p, q);
+    }
+    return {lo, hi};
+  }
+  // Whether, in some slot, the values pattern `a` takes over its domain and
+  // those r takes over its own never meet ("l3" on stage 0 and
+  // "l{8*pp + 3}" on stages 1..13): a fact of the plan.
+  // Or where a(c) = r(c') has no integer solution at all: the gcd of every
+  // coefficient does not divide the difference of the constants
+  // ("l{8*pp + 3}" and "l{8*pp + 4}").
+  static bool ranges_apart(const Pattern& a, const Domain& own, const Ref& r) {
+    for (size_t i = 0; i < a.slots.size() && i < r.pattern->slots.size(); ++i) {
+      const Affine &x = a.slots[i], &y = r.pattern->slots[i];
+      const auto [alo, ahi] = range(x, own);
+      const auto [blo, bhi] = range(y, r.domain);
+      if (ahi < blo || bhi < alo) return true;
+      int64_t g = 0;
+      for (int axis = 0; axis < kAxisCount; ++axis)
+        g = std::gcd(g, std::gcd(std::abs(x.coef[axis]), std::abs(y.coef[axis])));
+      if (g > 1 && (x.constant - y.constant) % g != 0) return true;
+    }
+    return false;
   }
 
   // The walk in progress.
@@ -171,26 +223,51 @@ struct Explorer::Impl {
     mix(static_cast<uint64_t>(s + 2));
     return s;
   }
+  // An equality needs the sign (an affine function nonzero at every corner
+  // of a box may be zero between them); an inequality only its truth, a
+  // half-space, convex on both sides: "pp - 1 >= 0" holds at pp = 1 and 2
+  // alike although its sign differs, so the record does not split them.
   bool zero(int64_t v) { return sign(v) == 0; }
-  bool nonneg(int64_t v) { return sign(v) >= 0; }
+  bool nonneg(int64_t v) {
+    const bool holds = v >= 0;
+    mix(holds ? 0x6e6e31ull : 0x6e6e30ull);
+    return holds;
+  }
   void value(int64_t v) { mix(static_cast<uint64_t>(v) ^ 0xa5a5a5a5a5a5a5a5ull); }
+  // A number of a logical name whose template is affine in pp with
+  // coefficient k is recorded relative to the anchor's pipeline stage,
+  // v - k * anchor_pp: corners at pp = lo and hi that agree then name
+  // tensors k * (p - lo) further at every p between (a layer shift the class
+  // verifier checks the logical graph for, docs/soundness.md, 2.2).
+  void name_value(int64_t v, int64_t k) { value(v - k * anchor_pp); }
 
   bool holds(const Condition& cond, const Coord& c);
   bool in_mesh(const Coord& c, bool per_mb);
 
   // ---- keys ---------------------------------------------------------------
   int64_t pack(const Coord& c) const { return m.pack(c); }
+  // An instance's node, as walked from anchors at pipeline stage
+  // `anchor_pp`: a claim's record depends on the anchor's pp (below), so
+  // anchors on different pipeline stages do not share nodes.
+  int64_t anchor_pp = 0;
+  int64_t node_id(const Coord& c) const { return pack(c) + anchor_pp * m.world * m.mb; }
   std::string where(const Coord& c, bool per_mb) const { return m.describe(c, per_mb); }
 
   // ---- matching a name to a template --------------------------------------
   // The coordinate at which `target` (its device part fixed by `dev`) gives
   // the hole values `v`, or nothing. The micro-batch is solved from a hole
-  // with coefficient +-1 on mb, or from an equality of the domain.
+  // with coefficient +-1 on mb, or from an equality of the domain. The
+  // program's `on` (never about mb) is tested first: a stage's program
+  // whose names write its numbers as digits ("pp1.x2", on pp == 0) is
+  // then told apart by its condition, the same at every anchor of a run of
+  // pipeline stages, not by a slot equality such as pp - 1 == 1, which
+  // holds at one of them only.
   template <class What>
   std::optional<Coord> solve(const Pattern& target, bool per_mb, const Condition& on,
                              const Condition& when, const std::vector<int64_t>& v, Coord dev,
                              What what) {
     dev[kMbAxis] = 0;
+    if (!holds(on, dev)) return std::nullopt;
     if (per_mb) {
       bool solved = false;
       for (size_t i = 0; i < target.slots.size() && !solved; ++i) {
@@ -214,7 +291,7 @@ struct Explorer::Impl {
     }
     for (size_t i = 0; i < v.size(); ++i)
       if (!zero(v[i] - target.slots[i].eval(dev))) return std::nullopt;
-    if (!in_mesh(dev, per_mb) || !holds(on, dev) || !holds(when, dev)) return std::nullopt;
+    if (!in_mesh(dev, per_mb) || !holds(when, dev)) return std::nullopt;
     return dev;
   }
 
@@ -225,6 +302,29 @@ struct Explorer::Impl {
       if (a.written[i] && b.written[i] && a.slots[i].constant != b.slots[i].constant) return true;
     return false;
   }
+  // Whether a name (pattern `a`) and the template `r` can never name one
+  // tensor on one device: in some slot that neither numbers by the
+  // micro-batch (solved, not shared), the difference of the two is an
+  // affine function with no zero in r's domain ("l{8*pp + 3}" against
+  // "l{8*pp + 4}" anywhere, "l3" against "l{8*pp + 3}" on pp 1..13). A fact
+  // of the plan: nothing is recorded.
+  static bool apart_on_one_device(const Pattern& a, const Ref& r) {
+    const Pattern& b = *r.pattern;
+    for (size_t i = 0; i < a.slots.size() && i < b.slots.size(); ++i) {
+      const Affine &x = a.slots[i], &y = b.slots[i];
+      if (x.coef[kMbAxis] != 0 || y.coef[kMbAxis] != 0) continue;
+      int64_t lo = x.constant - y.constant, hi = lo;
+      for (int axis = 0; axis < kMbAxis; ++axis) {
+        const int64_t k = x.coef[axis] - y.coef[axis];
+        const int64_t p = k * r.domain.lo[axis], q = k * r.domain.hi[axis];
+        lo += std::min(p, q);
+        hi += std::max(p, q);
+      }
+      if (lo > 0 || hi < 0) return true;
+    }
+    return false;
+  }
+  Domain domain_of(const Condition& on, const Condition& when, const Coord& shift) const;
 
   // The values of a pattern's slots at `c`; throws if it has no pattern.
   std::vector<int64_t> slots(const Template& t, const Coord& c);

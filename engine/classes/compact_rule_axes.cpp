@@ -64,7 +64,7 @@ void Explorer::Impl::shallow_op(const Ref& r, const Coord& at, Selection& into) 
   for (int axis : o.group) lead[axis] = 0;
   // Resolving the references decides (a sign per candidate): those
   // decisions are part of the record, kept per instance like a walk's.
-  node({r.program, r.element, pack(lead), kShallowOp}, [&] {
+  node({r.program, r.element, node_id(lead), kShallowOp}, [&] {
     into.ops[r.program][r.element].insert(pack(lead));
     int64_t n = 1;
     for (int axis : o.group) n *= m.size(axis);

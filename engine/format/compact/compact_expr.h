@@ -22,6 +22,8 @@ inline constexpr std::array<std::string_view, 7> kAxisNames = {"dp", "pp",  "tp"
                                                                "ep", "etp", "mb"};
 inline constexpr int kAxisCount = static_cast<int>(kAxisNames.size());
 inline constexpr int kMbAxis = kAxisCount - 1;
+inline constexpr int kPpAxis = 1;
+static_assert(kAxisNames[kPpAxis] == "pp");
 // Constants and coefficients beyond this are surely mistakes; with
 // coordinates below 2^20 every evaluation then fits in int64.
 inline constexpr int64_t kMaxMagnitude = int64_t{1} << 40;
