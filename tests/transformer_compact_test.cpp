@@ -440,7 +440,9 @@ TEST(TransformerCompact, Llama405bOn8192DevicesIsWrittenInAMoment) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(plan["meta"]["layers"], 126);
-  EXPECT_EQ(plan["parallel"]["programs"].size(), 16u);
+  // Stage 0, the run of stages 1..13 folded into one (8 layers each), and
+  // stages 14 and 15 (7 layers each).
+  EXPECT_EQ(plan["parallel"]["programs"].size(), 4u);
   EXPECT_LT(seconds, 30);
   EXPECT_LT(plan.dump().size(), size_t(64) << 20);
 }
@@ -455,7 +457,9 @@ TEST(TransformerCompact, DeepSeekV3On2048DevicesIsWrittenInAMoment) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(plan["meta"]["layers"], 61);
-  EXPECT_EQ(plan["parallel"]["programs"].size(), 8u);
+  // Stages 1..4 folded into one; stages 5 and 6 are alike too, but a run
+  // of two gains nothing (two corners either way) and stays two programs.
+  EXPECT_EQ(plan["parallel"]["programs"].size(), 5u);
   EXPECT_LT(seconds, 30);
 }
 

@@ -433,18 +433,17 @@ class ClassRun {
     if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
       for (size_t i = 0; i < boxes.size() && i < 5; ++i)
         std::fprintf(stderr, "split %s (%s differ)\n", class_text(axes_, boxes[i]).c_str(), why);
-    // A run of pipeline stages is peeled at both ends instead: its walks
+    // A run of pipeline stages is also peeled at both ends: its walks
     // differ where they reach the first or last stage's own program (a
     // send from pp - 1, a claim group reaching pp + 1), a stage or two from
-    // its ends; its middle is one class.
+    // its ends, and its middle is then one class.
     for (const std::vector<Range>& box : boxes)
       for (size_t i = 0; i < box.size(); ++i) {
         if (box[i].hi == box[i].lo) continue;
+        axes_[i].add(box[i].lo + (box[i].hi - box[i].lo) / 2);
         if (axes_[i].axis == kPpAxis) {
           axes_[i].add(box[i].lo + 1);
           axes_[i].add(box[i].hi - 1);
-        } else {
-          axes_[i].add(box[i].lo + (box[i].hi - box[i].lo) / 2);
         }
       }
   }
