@@ -176,13 +176,16 @@ std::optional<std::pair<Ref, Coord>> Explorer::Impl::producer(const Ref& r, cons
       // A send's out is named at the receiver: solve there, then step back
       // (the sender's device and program tested first, as solve() does).
       static const Condition always;
+      const bool on_first = !(p.on.mask() & (AxisMask{1} << kMbAxis));
       Coord from = c;
       for (int axis : m.axes) from[axis] -= op.to[axis];
-      if (!in_mesh(from, false) || !holds(p.on, from)) continue;
+      if (!in_mesh(from, false) || (on_first && !holds(p.on, from))) continue;
       at = solve(*o.pattern, op.per_mb, always, always, v, c, name);
       if (at) {
         for (int axis : m.axes) (*at)[axis] -= op.to[axis];
-        if (!in_mesh(*at, op.per_mb) || !holds(op.when, *at)) at.reset();
+        if (!in_mesh(*at, op.per_mb) || (!on_first && !holds(p.on, *at)) ||
+            !holds(op.when, *at))
+          at.reset();
       }
     } else {
       at = solve(*o.pattern, op.per_mb, p.on, op.when, v, c, name);

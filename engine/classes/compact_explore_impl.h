@@ -257,7 +257,7 @@ struct Explorer::Impl {
   // The coordinate at which `target` (its device part fixed by `dev`) gives
   // the hole values `v`, or nothing. The micro-batch is solved from a hole
   // with coefficient +-1 on mb, or from an equality of the domain. The
-  // program's `on` (never about mb) is tested first: a stage's program
+  // program's `on` (when it is about devices only) is tested first: a stage's program
   // whose names write its numbers as digits ("pp1.x2", on pp == 0) is
   // then told apart by its condition, the same at every anchor of a run of
   // pipeline stages, not by a slot equality such as pp - 1 == 1, which
@@ -267,7 +267,8 @@ struct Explorer::Impl {
                              const Condition& when, const std::vector<int64_t>& v, Coord dev,
                              What what) {
     dev[kMbAxis] = 0;
-    if (!holds(on, dev)) return std::nullopt;
+    const bool on_first = !(on.mask() & (AxisMask{1} << kMbAxis));  // else once mb is solved
+    if (on_first && !holds(on, dev)) return std::nullopt;
     if (per_mb) {
       bool solved = false;
       for (size_t i = 0; i < target.slots.size() && !solved; ++i) {
@@ -291,7 +292,8 @@ struct Explorer::Impl {
     }
     for (size_t i = 0; i < v.size(); ++i)
       if (!zero(v[i] - target.slots[i].eval(dev))) return std::nullopt;
-    if (!in_mesh(dev, per_mb) || !holds(when, dev)) return std::nullopt;
+    if (!in_mesh(dev, per_mb) || (!on_first && !holds(on, dev)) || !holds(when, dev))
+      return std::nullopt;
     return dev;
   }
 
