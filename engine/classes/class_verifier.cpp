@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <memory>
 #include <set>
@@ -343,25 +344,57 @@ class ClassRun {
     p->explore_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     p->selected_ops = b->selection.op_count();
     start = Clock::now();
-    try {
-      check_selected(plan_, expand_selected(g_, b->checked));
-      p->check_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      p->expansion = expand_selected(g_, b->selection);
-      // The walk is written out: its memory goes before the text is read
-      // (reading it is a batch's peak; read_selected frees the text), and
-      // the name index once it is read.
-      b.reset();
-      p->sub = read_selected(plan_, p->expansion);
-      decltype(p->expansion.tensor_index)().swap(p->expansion.tensor_index);
-    } catch (const plan_detail::InvalidPlan& e) {
+    auto invalid = [&](const plan_detail::InvalidPlan& e) {
       Report r;
       r.plan_path = plan_.path;
       r.plan_name = plan_.name;
       r.verdict = Verdict::Invalid;
       r.invalid = e.diag;
       p->stop = std::move(r);
-      return p;
+      return std::move(p);
+    };
+    // The ops' own rules are checked beside the reading when a second core
+    // may be used (they read only the plan); a rule broken there is still
+    // the one reported first, as when it was checked before.
+    std::optional<plan_detail::InvalidPlan> read_error;
+    {
+      Expansion checked;
+      try {
+        checked = expand_selected(g_, b->checked);
+      } catch (const plan_detail::InvalidPlan& e) {
+        return invalid(e);
+      }
+      auto check = [&] {
+        check_selected(plan_, checked);
+        p->check_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      };
+      std::future<void> beside;
+      if (options_.jobs != 1)
+        beside = std::async(std::launch::async, check);
+      else
+        try {
+          check();
+        } catch (const plan_detail::InvalidPlan& e) {
+          return invalid(e);
+        }
+      try {
+        p->expansion = expand_selected(g_, b->selection);
+        // The walk is written out: its memory goes before the text is read
+        // (reading it is a batch's peak; read_selected frees the text), and
+        // the name index once it is read.
+        b.reset();
+        p->sub = read_selected(plan_, p->expansion);
+        decltype(p->expansion.tensor_index)().swap(p->expansion.tensor_index);
+      } catch (const plan_detail::InvalidPlan& e) {
+        read_error = e;
+      }
+      if (beside.valid()) try {
+          beside.get();
+        } catch (const plan_detail::InvalidPlan& e) {
+          return invalid(e);
+        }
     }
+    if (read_error) return invalid(*read_error);
     p->read_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     start = Clock::now();
     p->units = cut_units(p->sub, jobs);
