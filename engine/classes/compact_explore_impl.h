@@ -315,10 +315,12 @@ struct Explorer::Impl {
     for (size_t i = 0; i < a.slots.size() && i < b.slots.size(); ++i) {
       const Affine &x = a.slots[i], &y = b.slots[i];
       if (x.coef[kMbAxis] != 0 || y.coef[kMbAxis] != 0) continue;
-      int64_t lo = x.constant - y.constant, hi = lo;
+      // 128 bits: a difference of two coefficients (each up to 2^40) times
+      // a coordinate, summed over the axes, can pass 2^63.
+      __int128 lo = x.constant - y.constant, hi = lo;
       for (int axis = 0; axis < kMbAxis; ++axis) {
-        const int64_t k = x.coef[axis] - y.coef[axis];
-        const int64_t p = k * r.domain.lo[axis], q = k * r.domain.hi[axis];
+        const __int128 k = x.coef[axis] - y.coef[axis];
+        const __int128 p = k * r.domain.lo[axis], q = k * r.domain.hi[axis];
         lo += std::min(p, q);
         hi += std::max(p, q);
       }
