@@ -94,12 +94,18 @@ std::optional<std::string> check_layer_shift(const CompactGraph& g, const Plan& 
     auto it = patterns.find(&tt.of->tensor);
     if (it == patterns.end()) it = patterns.emplace(&tt.of->tensor, pattern_of(tt.of->tensor)).first;
     std::vector<int64_t> k;
+    bool plain = true;  // every number written as its digits (a negative one is "-" and digits)
+    Coord c{};
+    for (int a = 0; a < kAxisCount; ++a) c[a] = o.c[a];
     for (const Affine& slot : it->second.slots) {
       k.push_back(slot.coef[kPpAxis]);
       moves |= k.back() != 0;
+      plain &= slot.eval(c) >= 0;
     }
     std::optional<std::vector<int64_t>>& r = rate[t.of->logical];
-    if (!r)
+    if (!plain)
+      mixed[t.of->logical] = 1;
+    else if (!r)
       r = std::move(k);
     else if (*r != k)
       mixed[t.of->logical] = 1;
@@ -184,7 +190,7 @@ std::optional<std::string> check_layer_shift(const CompactGraph& g, const Plan& 
       // (paired through the op, itself met through its output's claim).
       for (const auto& [a, b] : m.pairs()) {
         if (computed.count(a)) continue;
-        if (rate[a]) {
+        if (rate[a] || mixed[a]) {  // claimed
           const std::optional<int> claim = shifted(a, d);
           if (claim != std::optional<int>(b))
             return "the cone reaches " + name_of(a) + " where its shifted claim names " +
