@@ -221,7 +221,8 @@ json fold_pipeline_stages(json parallel) {
     size_t j = i;  // the run is programs i..j
     while (k && j + 1 < programs.size() &&
            stage_of(programs[j + 1]) == std::optional<int64_t>(*k + int64_t(j + 1 - i))) {
-      std::optional<json> g = Generaliser(*k + int64_t(j - i)).program(programs[j], programs[j + 1]);
+      std::optional<json> g =
+          Generaliser(*k + int64_t(j - i)).program(programs[j], programs[j + 1]);
       if (!g || (folded && *g != *folded)) break;
       folded = std::move(g);
       ++j;

@@ -71,15 +71,16 @@ json three_stages(const std::function<void(json&)>& edit) {
   json stages = json::array();
   for (int k = 0; k < 3; ++k) {
     const std::string n = std::to_string(k), l = std::to_string(2 * k);
-    stages.push_back({{"name", "stage" + n},
-                      {"on", "pp == " + n},
-                      {"tensors",
-                       {{{"name", "dp{dp}.pp" + n + ".l" + l + ".w"},
-                         {"shape", {4, 4}},
-                         {"dtype", "f32"},
-                         {"input", true},
-                         {"of", {{"tensor", "l" + l + ".w"}, {"slice", {{"dp*2", "dp*2 + 2"}, {0, 4}}}}}}}},
-                      {"ops", json::array()}});
+    stages.push_back(
+        {{"name", "stage" + n},
+         {"on", "pp == " + n},
+         {"tensors",
+          {{{"name", "dp{dp}.pp" + n + ".l" + l + ".w"},
+            {"shape", {4, 4}},
+            {"dtype", "f32"},
+            {"input", true},
+            {"of", {{"tensor", "l" + l + ".w"}, {"slice", {{"dp*2", "dp*2 + 2"}, {0, 4}}}}}}}},
+         {"ops", json::array()}});
   }
   edit(stages[2]);
   return {{"mesh", {{"axes", {{"pp", 3}, {"dp", 2}}}, {"mb", 1}}}, {"programs", stages}};
@@ -94,9 +95,13 @@ TEST(StageFold, OnlyStagesThatDifferByAffineNumbersFold) {
   // A shape, a number off the line of the others, a number multiplied by an
   // axis: each keeps the stages apart.
   for (auto edit : std::vector<std::function<void(json&)>>{
-           [](json& p) { p["tensors"][0]["shape"] = {4, 8}; },
+           [](json& p) {
+             p["tensors"][0]["shape"] = {4, 8};
+           },
            [](json& p) { p["tensors"][0]["of"]["tensor"] = "l5.w"; },
-           [](json& p) { p["tensors"][0]["of"]["slice"][0] = {"dp*3", "dp*3 + 2"}; }}) {
+           [](json& p) {
+             p["tensors"][0]["of"]["slice"][0] = {"dp*3", "dp*3 + 2"};
+           }}) {
     json apart = planner::fold_pipeline_stages(three_stages(edit));
     EXPECT_EQ(apart["programs"].size(), 3u) << apart.dump();
   }
@@ -106,9 +111,9 @@ TEST(StageFold, ShiftedNamesMoveEachNumber) {
   using compact::shifted_name;
   EXPECT_EQ(shifted_name("l13.x2", {8, 0}), std::optional<std::string>("l21.x2"));
   EXPECT_EQ(shifted_name("grad.l9", {-2}), std::optional<std::string>("grad.l7"));
-  EXPECT_EQ(shifted_name("l1", {-2}), std::nullopt);      // no negative numbers
-  EXPECT_EQ(shifted_name("l013", {1}), std::nullopt);     // not plain decimal
-  EXPECT_EQ(shifted_name("l13.x2", {8}), std::nullopt);   // a number per shift
+  EXPECT_EQ(shifted_name("l1", {-2}), std::nullopt);     // no negative numbers
+  EXPECT_EQ(shifted_name("l013", {1}), std::nullopt);    // not plain decimal
+  EXPECT_EQ(shifted_name("l13.x2", {8}), std::nullopt);  // a number per shift
 }
 
 TEST(ClassVerifierFold, AFoldedDeepLlamaIsEquivalentInFewerBatches) {
@@ -171,8 +176,8 @@ TEST(ClassVerifierFold, ALogicalLayerThatDiffersInsideTheRunIsFound) {
 // rank class, written with the stages folded (a bug confined to one stage
 // keeps it out of the run; one on every stage folds with it).
 TEST(ClassVerifierFold, TheDepthBugsAreFoundInFoldedPlans) {
-  for (const char* bug : {"pp-send-wrong-tensor", "pp-send-wrong-microbatch",
-                          "allreduce-mean-not-sum"}) {
+  for (const char* bug :
+       {"pp-send-wrong-tensor", "pp-send-wrong-microbatch", "allreduce-mean-not-sum"}) {
     planner::PlanConfig c = deep();
     c.bug = bug;
     Report r = by_classes(planner::generate_plan("llama3-tiny", c));

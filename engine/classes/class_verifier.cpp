@@ -238,9 +238,8 @@ class ClassRun {
           const int64_t lo = p->anchors.front()[kPpAxis];
           unshifted.push_back({lo, lo + p->span});
           if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
-            std::fprintf(stderr, "pp=%lld..%lld: no layer shift: %s\n",
-                         static_cast<long long>(lo), static_cast<long long>(lo + p->span),
-                         p->shift_broken->c_str());
+            std::fprintf(stderr, "pp=%lld..%lld: no layer shift: %s\n", static_cast<long long>(lo),
+                         static_cast<long long>(lo + p->span), p->shift_broken->c_str());
         }
         Report sub = verify_batch(*p, round, distinct);
         if (sub.verdict == Verdict::Invalid || sub.verdict == Verdict::InternalError) return sub;

@@ -81,15 +81,15 @@ Explorer::Impl::Impl(const CompactGraph& graph) : g(graph), m(graph.mesh) {
       const Domain d = domain_of(prog.on, tt.when, none);
       if (const Pattern& n = pattern(tt.name); n.ok) decls[n.skeleton].push_back({p, t, 0, &n, d});
       if (tt.of && !tt.input && pattern(tt.of->tensor).ok)
-        claims[pattern(tt.of->tensor).skeleton].push_back(
-            {p, t, 0, &pattern(tt.of->tensor), d});
+        claims[pattern(tt.of->tensor).skeleton].push_back({p, t, 0, &pattern(tt.of->tensor), d});
     }
     for (uint32_t o = 0; o < prog.ops.size(); ++o) {
       const OpTemplate& op = prog.ops[o];
       // A send's out is named at the receiver.
       const Domain d = domain_of(prog.on, op.when, op.kind == Kind::Send ? op.to : none);
       for (uint32_t s = 0; s < op.out.size(); ++s)
-        if (const Pattern& n = pattern(op.out[s]); n.ok) producers[n.skeleton].push_back({p, o, s, &n, d});
+        if (const Pattern& n = pattern(op.out[s]); n.ok)
+          producers[n.skeleton].push_back({p, o, s, &n, d});
     }
   }
 }
@@ -183,8 +183,7 @@ std::optional<std::pair<Ref, Coord>> Explorer::Impl::producer(const Ref& r, cons
       at = solve(*o.pattern, op.per_mb, always, always, v, c, name);
       if (at) {
         for (int axis : m.axes) (*at)[axis] -= op.to[axis];
-        if (!in_mesh(*at, op.per_mb) || (!on_first && !holds(p.on, *at)) ||
-            !holds(op.when, *at))
+        if (!in_mesh(*at, op.per_mb) || (!on_first && !holds(p.on, *at)) || !holds(op.when, *at))
           at.reset();
       }
     } else {

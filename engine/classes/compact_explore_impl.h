@@ -6,9 +6,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <numeric>
-#include <cstdint>
 #include <optional>
 #include <string>
 #include <tuple>

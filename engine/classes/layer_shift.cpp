@@ -92,7 +92,8 @@ std::optional<std::string> check_layer_shift(const CompactGraph& g, const Plan& 
     const TensorTemplate& tt = g.programs[o.program].tensors[o.element];
     if (!tt.of) return "internal: a claim without its template's lineage";
     auto it = patterns.find(&tt.of->tensor);
-    if (it == patterns.end()) it = patterns.emplace(&tt.of->tensor, pattern_of(tt.of->tensor)).first;
+    if (it == patterns.end())
+      it = patterns.emplace(&tt.of->tensor, pattern_of(tt.of->tensor)).first;
     std::vector<int64_t> k;
     bool plain = true;  // every number written as its digits (a negative one is "-" and digits)
     Coord c{};
@@ -142,9 +143,8 @@ std::optional<std::string> check_layer_shift(const CompactGraph& g, const Plan& 
     for (int o : u.restricted)
       for (int t : lg.ops[o].in) operands.insert(t);
     for (int64_t d = 1; d <= span; ++d) {
-      const std::string where = " (the stage of " + name_of(u.logical) + ", " +
-                                std::to_string(d) + " pipeline stage" + (d > 1 ? "s" : "") +
-                                " further)";
+      const std::string where = " (the stage of " + name_of(u.logical) + ", " + std::to_string(d) +
+                                " pipeline stage" + (d > 1 ? "s" : "") + " further)";
       ConeMatch m(lg);
       const std::optional<int> target = shifted(u.logical, d);
       if (!target || !m.pair(u.logical, *target))
@@ -167,7 +167,8 @@ std::optional<std::string> check_layer_shift(const CompactGraph& g, const Plan& 
               next = std::make_pair(i, lg.producer[*image]);
               break;
             }
-        if (!next) return "op \"" + lg.ops[pending.front()].display_name() + "\" has no twin" + where;
+        if (!next)
+          return "op \"" + lg.ops[pending.front()].display_name() + "\" has no twin" + where;
         const Op& op = lg.ops[pending[next->first]];
         pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(next->first));
         if (next->second < 0) return "op \"" + op.display_name() + "\" has no twin" + where;

@@ -38,7 +38,6 @@ std::optional<std::string> check_layer_shift(const CompactGraph& g, const Plan& 
 // `name` with each run of digits i moved by shift[i] (as many runs as
 // shifts); nothing if a moved number would be negative or is not written in
 // plain decimal.
-std::optional<std::string> shifted_name(const std::string& name,
-                                        const std::vector<int64_t>& shift);
+std::optional<std::string> shifted_name(const std::string& name, const std::vector<int64_t>& shift);
 
 }  // namespace shardproof::compact
