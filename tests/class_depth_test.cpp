@@ -17,15 +17,7 @@ namespace shardproof {
 namespace {
 
 using testing::by_classes;
-
-bool mentions(const Report& r, const std::string& text) {
-  for (const Finding& f : r.findings) {
-    if (f.tensor.find(text) != std::string::npos) return true;
-    for (const std::string& t : f.parallel_tensors)
-      if (t.find(text) != std::string::npos) return true;
-  }
-  return false;
-}
+using testing::mentions;
 
 // mlp, 16 layers on 8 pipeline stages of 2 (dp2 tp2, 2 micro-batches),
 // one program per stage (folded stages: stage_fold_test.cpp).

@@ -82,4 +82,14 @@ inline Report by_classes(const nlohmann::json& plan, ClassRunCounts* counts = nu
   return verify_by_classes(*r.plan, options, counts);
 }
 
+// Whether a finding names `text` in its logical or parallel tensors.
+inline bool mentions(const Report& r, const std::string& text) {
+  for (const Finding& f : r.findings) {
+    if (f.tensor.find(text) != std::string::npos) return true;
+    for (const std::string& t : f.parallel_tensors)
+      if (t.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace shardproof::testing

@@ -22,15 +22,7 @@ namespace {
 
 using nlohmann::json;
 using testing::by_classes;
-
-bool mentions(const Report& r, const std::string& text) {
-  for (const Finding& f : r.findings) {
-    if (f.tensor.find(text) != std::string::npos) return true;
-    for (const std::string& t : f.parallel_tensors)
-      if (t.find(text) != std::string::npos) return true;
-  }
-  return false;
-}
+using testing::mentions;
 
 // llama3-tiny, 24 layers on 12 pipeline stages of 2 (dp2 tp2, 2
 // micro-batches): stages 1..10 fold; the run the verifier keeps whole is
