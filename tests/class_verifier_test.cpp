@@ -16,6 +16,7 @@
 #include "engine/format/plan_parser.h"
 #include "engine/verifier.h"
 #include "planner/planner.h"
+#include "tests/compact_support.h"
 #include "tests/planner_support.h"
 #include "tests/test_support.h"
 
@@ -541,6 +542,42 @@ TEST(ClassVerifier, ABugAtOneInteriorCoordinateIsFoundThere) {
   // not what is found.
   ops.back()["attrs"]["reduce"] = "sum";
   EXPECT_EQ(by_classes(plan).verdict, Verdict::Equivalent);
+}
+
+// A bug on a diagonal of the mesh (dp + tp == 4: no single-axis condition,
+// so no breakpoint of its own) is reached when a round splits the dp class
+// whose corners' walks disagree. That round's finding is the answer: a
+// stage of concrete instances proven wrong holds whatever the classes, and
+// splitting on until they settle only costs (a wrong shard in one layer of
+// llama3-405b took 4 rounds and 20 GB). The message says its coordinates
+// are a corner of their class, not that the class fails as a whole.
+TEST(ClassVerifier, AFindingIsAnsweredInTheRoundThatReachesIt) {
+  nlohmann::json plan = planner::generate_plan("mlp", mlp(2, 8, 2, 2, 8, "sgd"));
+  nlohmann::json& ops = plan["parallel"]["programs"][0]["ops"];
+  size_t at = ops.size();
+  for (size_t i = 0; i < ops.size() && at == ops.size(); ++i)
+    if (ops[i]["op"] == "gelu") at = i;
+  ASSERT_LT(at, ops.size());
+  nlohmann::json wrong = ops[at], below = ops[at], above = ops[at];
+  wrong["when"] = "dp + tp == 4";
+  wrong["op"] = "relu";
+  below["when"] = "dp + tp <= 3";
+  above["when"] = "dp + tp >= 5";
+  ops[at] = wrong;
+  ops.push_back(below);
+  ops.push_back(above);
+  ClassRunCounts counts;
+  Report b = testing::by_classes(plan, &counts);
+  EXPECT_EQ(expanded(plan).verdict, Verdict::NotEquivalent);
+  ASSERT_EQ(b.verdict, Verdict::NotEquivalent) << testing::explain(b);
+  ASSERT_FALSE(b.findings.empty());
+  const std::string& m = b.findings[0].message;
+  EXPECT_TRUE(m.find("dp=3 tp=1") != std::string::npos || m.find("dp=4 tp=0") != std::string::npos)
+      << m;
+  EXPECT_NE(m.find("it is a corner of the class"), std::string::npos) << m;
+  // Round 0 (dp corners 0, 1, 6, 7) and round 1 (3 and 4 added), one batch
+  // per pipeline stage each; the classes are not split further.
+  EXPECT_EQ(counts.batches, 4);
 }
 
 // A plan whose dp coordinates should stay one class under the class

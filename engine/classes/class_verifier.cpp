@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include "engine/classes/batch_reuse.h"
@@ -32,9 +34,17 @@ constexpr size_t kMaxAnchors = 200'000;
 // Splits of boxes whose corners disagree, before giving up.
 constexpr int kMaxRounds = 8;
 
+// How a finding names its class: it holds in all of it once the classes
+// have settled, at a corner of it before.
+constexpr std::string_view kWholeClass = "; the same holds at every coordinate of its class ";
+constexpr std::string_view kCornerOfClass = "; it is a corner of the class ";
+
 struct Range {
   int64_t lo, hi;
 };
+
+// What a corner's classes must agree on (its walk, or its stages' keys).
+using Signature = std::function<std::string(const Coord&)>;
 
 // The classes of one axis: the sorted breakpoints, each a class of its own,
 // and the runs between them.
@@ -245,6 +255,11 @@ class ClassRun {
         if (sub.verdict == Verdict::Invalid || sub.verdict == Verdict::InternalError) return sub;
         merge(all, std::move(sub));
       }
+      // A finding is a stage of concrete instances proven wrong, whatever
+      // the classes: only *equivalent* needs them settled. Answered now,
+      // not after more rounds that split the boxes around it (a wrong shard
+      // in one layer of llama3-405b took 4 rounds and 20 GB).
+      if (all.verdict == Verdict::NotEquivalent) return finish(std::move(all), distinct, settled());
       // A run whose logical layers are not shifts of each other is verified
       // one pipeline stage at a time (every stage a class of its own).
       if (!unshifted.empty()) {
@@ -254,29 +269,17 @@ class ClassRun {
               for (int64_t v = r.lo; v <= r.hi; ++v) a.add(v);
         continue;
       }
-      std::vector<std::vector<Range>> split = disagreeing_boxes([&](const Coord& c) {
-        const AnchorRecord& r = records_.at(pack(c));
-        return std::to_string(r.decisions) + ":" + std::to_string(r.decision_count);
-      });
+      std::vector<std::vector<Range>> split = disagreeing_boxes(walk_signature());
       if (!split.empty()) {
-        refine(split, "walks");
+        refine(split, walk_signature(), "walks");
         continue;
       }
-      split = disagreeing_boxes([&](const Coord& c) { return signatures_.at(pack(c)); });
+      split = disagreeing_boxes(stage_signature());
       if (!split.empty()) {
-        refine(split, "stages");
+        refine(split, stage_signature(), "stages");
         continue;
       }
-      all.stats.unique_stages = static_cast<int64_t>(distinct.size());
-      for (const auto& [key, d] : distinct) count_decided(all.stats, d);
-      all.stats.class_anchors = static_cast<int64_t>(records_.size());
-      if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
-        std::fprintf(stderr, "batches: %lld, reused %lld\n",
-                     static_cast<long long>(batches_verified_),
-                     static_cast<long long>(reuse_.reused()));
-      all.stats.parallel_ops = op_instance_count(g_);
-      all.stats.phases.cut += explore_seconds_;
-      return all;
+      return finish(std::move(all), distinct, true);
     }
     return unknown("the coordinate classes did not settle after " + std::to_string(kMaxRounds) +
                    " splits: instances inside a class still differ from its corners");
@@ -285,6 +288,43 @@ class ClassRun {
   ClassRunCounts counts() const { return {batches_verified_, reuse_.reused()}; }
 
  private:
+  // What a corner's walk decided, and which stages its claims' keys are:
+  // the corners of a class must agree on both.
+  Signature walk_signature() const {
+    return [this](const Coord& c) {
+      const AnchorRecord& r = records_.at(pack(c));
+      return std::to_string(r.decisions) + ":" + std::to_string(r.decision_count);
+    };
+  }
+  Signature stage_signature() const {
+    return [this](const Coord& c) { return signatures_.at(pack(c)); };
+  }
+  bool settled() const {
+    return disagreeing_boxes(walk_signature()).empty() &&
+           disagreeing_boxes(stage_signature()).empty();
+  }
+
+  // The round's report with the run's counts; `settled`: every box's
+  // corners agreed, so a finding holds in its whole class.
+  Report finish(Report all, const std::map<std::string, Decided>& distinct, bool settled) {
+    all.stats.unique_stages = static_cast<int64_t>(distinct.size());
+    for (const auto& [key, d] : distinct) count_decided(all.stats, d);
+    all.stats.class_anchors = static_cast<int64_t>(records_.size());
+    if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
+      std::fprintf(stderr, "batches: %lld, reused %lld\n",
+                   static_cast<long long>(batches_verified_),
+                   static_cast<long long>(reuse_.reused()));
+    all.stats.parallel_ops = op_instance_count(g_);
+    all.stats.phases.cut += explore_seconds_;
+    // localise() wrote each finding's class as settled; a corner's finding
+    // answered before the classes settled holds at its corner only.
+    if (!settled)
+      for (Finding& f : all.findings)
+        if (size_t at = f.message.find(kWholeClass); at != std::string::npos)
+          f.message.replace(at, kWholeClass.size(), kCornerOfClass);
+    return all;
+  }
+
   Report unknown(const std::string& why) const {
     Report r;
     r.plan_path = plan_.path;
@@ -429,8 +469,7 @@ class ClassRun {
   }
 
   // The boxes whose corners do not all give the same `signature`.
-  template <class Signature>
-  std::vector<std::vector<Range>> disagreeing_boxes(Signature signature) const {
+  std::vector<std::vector<Range>> disagreeing_boxes(const Signature& signature) const {
     std::vector<std::vector<Range>> out;
     std::vector<std::vector<Range>> classes;
     for (const AxisClasses& a : axes_) classes.push_back(a.classes());
@@ -459,9 +498,14 @@ class ClassRun {
     return out;
   }
 
-  // Splits each run of a disagreeing box in two; `why` (the corners' walks
-  // or their stages) for the debug output.
-  void refine(const std::vector<std::vector<Range>>& boxes, const char* why) {
+  // Splits a disagreeing box in two along each axis its corners disagree
+  // on (two corners apart on that axis alone with different `signature`s:
+  // if no such pair exists, all corners agree). Splitting along every axis
+  // multiplied the corners by 2^axes a round: a wrong shard on one stage of
+  // llama3-405b reached 23,296. `why` (the corners' walks or their stages)
+  // for the debug output.
+  void refine(const std::vector<std::vector<Range>>& boxes, const Signature& signature,
+              const char* why) {
     if (std::getenv("SHARDPROOF_DEBUG_CLASSES"))
       for (size_t i = 0; i < boxes.size() && i < 5; ++i)
         std::fprintf(stderr, "split %s (%s differ)\n", class_text(axes_, boxes[i]).c_str(), why);
@@ -471,13 +515,30 @@ class ClassRun {
     // its ends, and its middle is then one class.
     for (const std::vector<Range>& box : boxes)
       for (size_t i = 0; i < box.size(); ++i) {
-        if (box[i].hi == box[i].lo) continue;
+        if (box[i].hi == box[i].lo || !disagree_along(box, i, signature)) continue;
         axes_[i].add(box[i].lo + (box[i].hi - box[i].lo) / 2);
         if (axes_[i].axis == kPpAxis) {
           axes_[i].add(box[i].lo + 1);
           axes_[i].add(box[i].hi - 1);
         }
       }
+  }
+
+  // Whether two corners of `box` that differ on axis i alone have different
+  // signatures.
+  bool disagree_along(const std::vector<Range>& box, size_t i, const Signature& signature) const {
+    std::vector<std::vector<int64_t>> others;
+    for (size_t j = 0; j < box.size(); ++j)
+      others.push_back(j == i || box[j].lo == box[j].hi
+                           ? std::vector<int64_t>{box[j].lo}
+                           : std::vector<int64_t>{box[j].lo, box[j].hi});
+    bool differ = false;
+    each_point(axes_, others, [&](Coord c) {
+      const std::string lo = signature(c);
+      c[axes_[i].axis] = box[i].hi;
+      differ |= lo != signature(c);
+    });
+    return differ;
   }
 
   // Verifies what a batch selected (or takes the verification of an earlier
@@ -591,8 +652,7 @@ class ClassRun {
         }
       }
       if (classes.empty()) continue;
-      f.message += " [at mesh coordinates " + first +
-                   "; the same holds at every coordinate of its class " + classes.front();
+      f.message += " [at mesh coordinates " + first + std::string(kWholeClass) + classes.front();
       for (size_t i = 1; i < classes.size(); ++i)
         f.message += (i == 1 ? "; also failing in the classes " : ", ") + classes[i];
       f.message += "]";
