@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -468,6 +469,18 @@ class ClassRun {
     options_.progress(p);
   }
 
+  // The corners of `box`, per axis its one or two ends; along axis `low_only`
+  // (if any) its low end only.
+  static std::vector<std::vector<int64_t>> corners_of(const std::vector<Range>& box,
+                                                      size_t low_only = SIZE_MAX) {
+    std::vector<std::vector<int64_t>> out;
+    for (size_t j = 0; j < box.size(); ++j)
+      out.push_back(j == low_only || box[j].lo == box[j].hi
+                        ? std::vector<int64_t>{box[j].lo}
+                        : std::vector<int64_t>{box[j].lo, box[j].hi});
+    return out;
+  }
+
   // The boxes whose corners do not all give the same `signature`.
   std::vector<std::vector<Range>> disagreeing_boxes(const Signature& signature) const {
     std::vector<std::vector<Range>> out;
@@ -476,16 +489,10 @@ class ClassRun {
     std::vector<size_t> at(classes.size(), 0);
     for (;;) {
       std::vector<Range> box;
-      std::vector<std::vector<int64_t>> corners;
-      for (size_t i = 0; i < classes.size(); ++i) {
-        box.push_back(classes[i][at[i]]);
-        corners.push_back(box.back().lo == box.back().hi
-                              ? std::vector<int64_t>{box.back().lo}
-                              : std::vector<int64_t>{box.back().lo, box.back().hi});
-      }
+      for (size_t i = 0; i < classes.size(); ++i) box.push_back(classes[i][at[i]]);
       std::optional<std::string> first;
       bool agree = true;
-      each_point(axes_, corners, [&](const Coord& c) {
+      each_point(axes_, corners_of(box), [&](const Coord& c) {
         std::string s = signature(c);
         if (!first) first = s;
         agree &= *first == s;
@@ -527,13 +534,8 @@ class ClassRun {
   // Whether two corners of `box` that differ on axis i alone have different
   // signatures.
   bool disagree_along(const std::vector<Range>& box, size_t i, const Signature& signature) const {
-    std::vector<std::vector<int64_t>> others;
-    for (size_t j = 0; j < box.size(); ++j)
-      others.push_back(j == i || box[j].lo == box[j].hi
-                           ? std::vector<int64_t>{box[j].lo}
-                           : std::vector<int64_t>{box[j].lo, box[j].hi});
     bool differ = false;
-    each_point(axes_, others, [&](Coord c) {
+    each_point(axes_, corners_of(box, i), [&](Coord c) {
       const std::string lo = signature(c);
       c[axes_[i].axis] = box[i].hi;
       differ |= lo != signature(c);
