@@ -180,6 +180,17 @@ if HAVE_TORCH:
         grad_of(lambda x, t: F.cross_entropy(x, t)))
     case("cross_entropy_label_smoothing", lambda: [r(4, 5), target, torch.tensor(0.5, dtype=D)])(
         grad_of(lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1)))
+    # ignore_index naming a class (a pad id): ignored targets count nothing, the mean
+    # divides by the targets kept (target and target2d both hold the class 1 and 2).
+    for red in ("mean", "sum", "none"):
+        case(f"cross_entropy_ignore_index_{red}",
+             lambda red=red: [r(4, 5), target, r(4) if red == "none" else torch.tensor(1.5, dtype=D)])(
+            grad_of(lambda x, t, red=red: F.cross_entropy(x, t, ignore_index=1, reduction=red)))
+    case("cross_entropy_3d_ignore_index", lambda: [r(2, 5, 3), target2d, torch.tensor(1.5, dtype=D)])(
+        grad_of(lambda x, t: F.cross_entropy(x, t, ignore_index=2)))
+    case("cross_entropy_label_smoothing_ignore_index",
+         lambda: [r(4, 5), target, torch.tensor(0.5, dtype=D)])(
+        grad_of(lambda x, t: F.cross_entropy(x, t, ignore_index=0, label_smoothing=0.1)))
     case("smooth_l1_fwd_bwd", lambda: [r(3, 4), r(3, 4), torch.tensor(2.0, dtype=D)])(
         grad_of(lambda x, y: F.smooth_l1_loss(x, y, beta=0.5)))
     case("huber_sum_fwd_bwd", lambda: [r(3, 4), r(3, 4), torch.tensor(2.0, dtype=D)])(

@@ -50,6 +50,9 @@ CASES = [
     ("seqpar_bucketed", "dp=2,tp=2", None, 0, None),
     ("seqpar_bucketed", "dp=2,tp=2", "rs-wrong-dim", 1, "grad:"),
     ("seqpar_bucketed", "dp=2,tp=2", "bucket-tail-dropped", 1, "grad:"),
+    ("pad_ignore", "dp=2", None, 0, None),
+    ("pad_ignore", "dp=2", "local-mean", 1, "grad:"),
+    ("pad_ignore", "dp=2", "local-count", 1, "grad:"),
     ("inplace_collectives", "dp=2,tp=2", None, 0, None),
     ("inplace_collectives", "dp=2,tp=2", "no-input-grad-reduce", 1, "grad:"),
 ]

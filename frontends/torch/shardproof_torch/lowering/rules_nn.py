@@ -162,19 +162,44 @@ def _nll_checks(L, x, weight, ignore_index):
         raise L.unsupported("nll_loss on inputs of rank other than 1 or 2 (flatten first)")
 
 
+def _ignores_a_class(ignore_index, classes):
+    """Whether targets can equal `ignore_index`: only when it names a class (a pad id
+    such as 0). The engine assumes a target a valid class index, so the default -100,
+    or any index outside 0..C-1, never occurs and needs no mask."""
+    return 0 <= ignore_index < classes
+
+
+def _kept(L, target, ignore_index, dtype):
+    """1.0 where the target is not ignored, 0.0 where it is."""
+    hit = L.binary("eq", target, ignore_index, "bool", target.shape)
+    keep = L.binary("eq", hit, L.tensor(False, "bool"), "bool", target.shape)
+    return L.cast(keep, dtype)
+
+
 @rule("aten.nll_loss_forward.default")
 def nll_loss_forward(L, x, target, weight, reduction, ignore_index):
-    # Targets are class indices: the engine assumes an input index valid, so
-    # ignore_index (never a valid class) never occurs (docs/torch-harness.md).
     _nll_checks(L, x, weight, ignore_index)
     x2 = x if len(x.shape) == 2 else L.reshape(x, [1, x.shape[0]])
-    n = x2.shape[0]
+    n, c = x2.shape
     idx = L.reshape(target, [n, 1])
     picked = L.emit("gather", [x2, idx], [n, 1], x.dtype, {"dim": 1})
-    picked = L.reshape(picked, [n] if len(x.shape) == 2 else [])
-    loss = L.unary("neg", _reduce_loss(L, picked, reduction))
-    total = L.const(n if reduction == 1 else 1, [], x.dtype)
-    return [loss, total]
+    picked = L.reshape(picked, [n])
+    if not _ignores_a_class(ignore_index, c):
+        picked = L.reshape(picked, [n] if len(x.shape) == 2 else [])
+        loss = L.unary("neg", _reduce_loss(L, picked, reduction))
+        total = L.const(n if reduction == 1 else 1, [], x.dtype)
+        return [loss, total]
+    # torch: an ignored target adds 0, and the mean divides by the targets kept
+    # (0/0, NaN in torch, when all are ignored: outside the plan contract).
+    keep = _kept(L, L.reshape(target, [n]), ignore_index, x.dtype)
+    kept = L.binary("mul", picked, keep, x.dtype, [n])
+    total = L.reduce("sum", keep, [0], False)
+    if reduction == 0:
+        return [L.unary("neg", L.reshape(kept, [n] if len(x.shape) == 2 else [])), total]
+    summed = L.reduce("sum", kept, [0], False)
+    if reduction == 1:
+        summed = L.binary("div", summed, total, x.dtype, [])
+    return [L.unary("neg", summed), total]
 
 
 @rule("aten.nll_loss_backward.default")
@@ -187,8 +212,14 @@ def nll_loss_backward(L, grad, x, target, weight, reduction, ignore_index, total
     g = L.reshape(grad, [n, 1]) if grad.shape else grad
     out = L.binary("mul", onehot, g, x.dtype, [n, c])
     from fractions import Fraction
-    out = L.scale(out, Fraction(-1, n) if reduction == 1 else -1)
-    return L.reshape(out, x.shape)
+    if not _ignores_a_class(ignore_index, c):
+        out = L.scale(out, Fraction(-1, n) if reduction == 1 else -1)
+        return L.reshape(out, x.shape)
+    keep = _kept(L, L.reshape(target, [n, 1]), ignore_index, x.dtype)
+    out = L.binary("mul", out, keep, x.dtype, [n, c])
+    if reduction == 1:
+        out = L.binary("div", out, total_weight, x.dtype, [n, c])
+    return L.reshape(L.scale(out, -1), x.shape)
 
 
 @rule("aten.native_dropout.default")

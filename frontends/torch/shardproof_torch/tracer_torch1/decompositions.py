@@ -42,7 +42,8 @@ def _cross_entropy(original):
                       reduce=None, reduction="mean", label_smoothing=0.0):
         """Label smoothing without class weights: (1 - e) nll + e/C * the reduced
         -sum(log p) over classes (torch's kernel masks ignored targets with a value-
-        dependent selection; targets are class indices here, none ignored)."""
+        dependent selection; targets are class indices, so only an ignore_index inside
+        0..C-1 can occur, and then a mask does the selection)."""
         if not label_smoothing or weight is not None or size_average is not None or \
                 reduce is not None or target.is_floating_point():
             return original(input, target, weight, size_average, ignore_index, reduce,
@@ -51,11 +52,20 @@ def _cross_entropy(original):
         logp = F.log_softmax(input, class_dim)
         nll = F.nll_loss(logp, target, ignore_index=ignore_index, reduction=reduction)
         smooth = -logp.sum(class_dim)
-        if reduction == "mean":
+        n = input.shape[class_dim]
+        if 0 <= ignore_index < n:
+            # An ignore_index that names a class (a pad id): torch zeroes the ignored
+            # targets' smoothing term and the mean divides by the targets kept.
+            keep = (target != ignore_index).to(smooth.dtype)
+            smooth = smooth * keep
+            if reduction == "mean":
+                smooth = smooth.sum() / keep.sum()
+            elif reduction == "sum":
+                smooth = smooth.sum()
+        elif reduction == "mean":
             smooth = smooth.mean()
         elif reduction == "sum":
             smooth = smooth.sum()
-        n = input.shape[class_dim]
         return (1 - label_smoothing) * nll + (label_smoothing / n) * smooth
     return cross_entropy
 
