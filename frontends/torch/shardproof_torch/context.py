@@ -60,42 +60,100 @@ class Group:
                            src and src["line"])
 
 
-class LoggedCoords(dict):
-    def __init__(self, coords, log):
-        super().__init__(coords)
-        self._log = log
+class LoggedDict(dict):
+    """A dict whose every read of a value is logged (`_read(keys)`); its keys, the axis
+    names, are the same on every rank and are not. Every dict method that hands out
+    values is overridden, and so is `__iter__`: a dict subclass with its own iterator is
+    copied by CPython through `keys()` and `__getitem__` (`dict(d)`, `{**d}`,
+    `dict.update`), never by the silent fast path that copies the values directly.
+    Writes are refused: a harness that edits ctx would edit what later reads see."""
 
-    def __getitem__(self, axis):
-        self._log.read([axis])
-        return dict.__getitem__(self, axis)
+    def _read(self, keys):
+        raise NotImplementedError
 
-    def get(self, axis, default=None):
-        if axis in self:
-            self._log.read([axis])
-        return dict.get(self, axis, default)
+    def _read_all(self):
+        self._read(list(dict.keys(self)))
 
-    def _all(self):
-        self._log.read_all()
+    def __getitem__(self, key):
+        if dict.__contains__(self, key):
+            self._read([key])
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):
+        if dict.__contains__(self, key):
+            self._read([key])
+        return dict.get(self, key, default)
+
+    def __iter__(self):
+        return dict.__iter__(self)
 
     def items(self):
-        self._all()
+        self._read_all()
         return dict.items(self)
 
     def values(self):
-        self._all()
+        self._read_all()
         return dict.values(self)
 
-    def __iter__(self):
-        return dict.__iter__(self)  # the axis names are not rank-specific
+    def copy(self):
+        self._read_all()
+        return dict(dict.items(self))
+
+    __copy__ = copy
+
+    def __deepcopy__(self, memo):
+        import copy
+        return copy.deepcopy(self.copy(), memo)
+
+    def __reduce_ex__(self, protocol):
+        return (dict, (self.copy(),))
+
+    def __repr__(self):
+        self._read_all()
+        return dict.__repr__(self)
+
+    __str__ = __repr__
 
     def __eq__(self, other):
-        self._all()
+        self._read_all()
         return dict.__eq__(self, other)
+
+    def __ne__(self, other):
+        self._read_all()
+        return dict.__ne__(self, other)
+
+    def __or__(self, other):
+        return self.copy() | other
+
+    def __ror__(self, other):
+        return other | self.copy()
+
+    def _refuse(self, *args, **kwargs):
+        from .errors import CaptureError
+        from .tracer_torch1.source import user_src
+        src = user_src(2)
+        raise CaptureError("harness-contract", "ctx.coords and ctx.group_ranks are read-only "
+                           "(copy them with dict(...) to edit)", src and src["file"],
+                           src and src["line"])
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    pop = popitem = setdefault = update = clear = _refuse
 
     __hash__ = None
 
 
-class LoggedGroupRanks(dict):
+class LoggedCoords(LoggedDict):
+    """axis -> this rank's coordinate."""
+
+    def __init__(self, coords, log):
+        super().__init__(coords)
+        self._log = log
+
+    def _read(self, keys):
+        self._log.read(keys)
+
+
+class LoggedGroupRanks(LoggedDict):
     """axis -> global ranks of that line: depends on every other coordinate."""
 
     def __init__(self, ranks, mesh, log):
@@ -103,17 +161,8 @@ class LoggedGroupRanks(dict):
         self._mesh = mesh
         self._log = log
 
-    def __getitem__(self, axis):
-        self._log.read([a for a in self._mesh.names if a != axis])
-        return dict.__getitem__(self, axis)
-
-    def items(self):
-        self._log.read_all()
-        return dict.items(self)
-
-    def values(self):
-        self._log.read_all()
-        return dict.values(self)
+    def _read(self, keys):
+        self._log.read([a for a in self._mesh.names if any(a != k for k in keys)])
 
 
 class RankContext:

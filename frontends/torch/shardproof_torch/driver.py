@@ -68,7 +68,8 @@ class Capture:
     def _run(self, h):
         t0 = time.time()
         tracer = _tracer()
-        mesh = mesh_from(h.MESH, self.mesh_override)
+        mesh = mesh_from(h.MESH, self.mesh_override, lambda a: harness_mod.names_axis(h, a),
+                         (h.file, h.line_of("MESH")))
         fake = tracer.fake_mode()
         try:
             with fake:

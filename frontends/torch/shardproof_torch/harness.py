@@ -112,6 +112,28 @@ def fresh(h):
     return again
 
 
+def names_axis(h, axis):
+    """Whether the harness, or a module of the user's it imported, names `axis` as a string
+    (ctx.groups["pp"], BATCH_LAYOUT, a param_layout): `--mesh` may add only axes the
+    harness knows (the contract); a typo such as `tpp=4` would otherwise verify a mesh
+    that replicates every rank four times without a word. `tp` is known to every
+    harness: Megatron's attributes split along it."""
+    if axis == "tp":
+        return True
+    files = [h.path] + [sys.modules[m].__file__ for m in getattr(h, "own_modules", [])
+                        if _is_user_module(sys.modules.get(m))]
+    quoted = (f'"{axis}"', f"'{axis}'")
+    for f in filter(None, files):
+        try:
+            with open(f, encoding="utf-8", errors="replace") as src:
+                text = src.read()
+        except OSError:
+            continue
+        if any(q in text for q in quoted):
+            return True
+    return False
+
+
 def _is_user_module(m):
     from .tracer_torch1.source import is_user_file
     return m is not None and is_user_file(getattr(m, "__file__", None) or "")

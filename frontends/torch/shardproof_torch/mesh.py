@@ -64,12 +64,20 @@ def parse_mesh_override(text: str) -> Dict[str, int]:
     return out
 
 
-def mesh_from(declared: Dict[str, int], override: Dict[str, int]) -> Mesh:
+def mesh_from(declared: Dict[str, int], override: Dict[str, int],
+              known=lambda axis: True, where=(None, None)) -> Mesh:
+    """MESH with `--mesh` applied: sizes replaced, and axes added that `known(axis)` says the
+    harness knows (else an error at `where`, the file and line of MESH)."""
     axes = [(a, int(n)) for a, n in declared.items()]
     names = [a for a, _ in axes]
     for a, n in override.items():
         if a in names:
             axes[names.index(a)] = (a, n)
+        elif not known(a):
+            raise CaptureError("harness-mesh", f"--mesh adds the axis {a!r}, which the "
+                               f"harness's MESH ({', '.join(names)}) does not have and its "
+                               "code never names: a typo? (--mesh may add only axes the "
+                               "harness uses, e.g. through ctx.groups[...] or BATCH_LAYOUT)", *where)
         else:
             axes.append((a, n))
     return Mesh(tuple(axes))

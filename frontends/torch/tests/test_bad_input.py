@@ -34,6 +34,8 @@ CASES = {
     "optimizer_none.py": ("harness-type", 4),
     "reduce_product.py": ("collective-op", 8),
     "hook_unsupported.py": ("collective-unsupported", 10),
+    "init_process_group.py": ("harness-contract", 9),
+    "ctx_written.py": ("harness-contract", 9),
 }
 
 
@@ -77,6 +79,18 @@ def test_bad_mesh_option_is_exit_2(tmp_path, capsys):
     rc = main(["capture", os.path.join(HARNESSES, "base.py"), "--mesh", "dp=zero"])
     assert rc == 2
     assert "[mesh]" in capsys.readouterr().err
+
+
+@needs_torch
+def test_a_mesh_axis_the_harness_never_names_is_exit_2(tmp_path, capsys):
+    # a typo (tpp for tp) would verify a mesh that replicates every rank without a word
+    rc, err = capture("base.py", tmp_path, capsys, "--mesh", "dp=2,tpp=2")
+    assert rc == 2, err
+    assert re.match(r"^\S+base\.py:7: \[harness-mesh\] --mesh adds the axis 'tpp'", err), err
+    # an axis the harness names (pipeline/harness.py's ctx.groups["pp"]) may be added, and
+    # tp, which Megatron's attributes split along, always
+    rc, err = capture("base.py", tmp_path, capsys, "--mesh", "dp=2,tp=2")
+    assert rc == 0, err
 
 
 def test_unknown_emit_feature_is_exit_2(tmp_path, capsys):

@@ -227,7 +227,7 @@ class FakeDistributed:
         table.update({
             "is_initialized": lambda: True,
             "is_available": lambda: True,
-            "init_process_group": lambda *a, **k: None,
+            "init_process_group": self._refuse_init,
             "destroy_process_group": lambda *a, **k: None,
             "get_backend": lambda *a, **k: "shardproof",
         })
@@ -235,6 +235,15 @@ class FakeDistributed:
                      "all_gather_object", "broadcast_object_list", "all_reduce_coalesced"):
             table[name] = self._unsupported(name)
         return table
+
+    @staticmethod
+    def _refuse_init(*args, **kwargs):
+        # The contract: the front end initialises torch.distributed; is_initialized() is
+        # True, so code that initialises only when needed never gets here.
+        raise _error("harness-contract", "torch.distributed.init_process_group is called by "
+                     "the program: shardproof initialises torch.distributed itself and gives "
+                     "each rank its groups in ctx.groups (guard the call with "
+                     "`if not dist.is_initialized()`)")
 
     def _unsupported(self, name):
         def refuse(*args, **kwargs):
