@@ -81,16 +81,16 @@ SliceSpec block_slice(const Shape& shape, const std::vector<int64_t>& block) {
 }
 
 std::optional<BlockIndex> BlockIndex::build(const std::vector<Valued>& logical, const Shape& shape,
-                                            bool input_free, int64_t& budget) {
+                                            bool input_free, int64_t& budget, int64_t block_cost) {
   BlockIndex index;
   index.shape_ = shape;
   for (const Valued& l : logical) {
     if (!l.values || !divides(shape, l.values->shape)) continue;
     if (input_free ? !l.input_free : dclass_of(l.dtype) != DClass::Real) continue;
-    budget -= element_count(l.values->shape);
-    if (budget < 0) return std::nullopt;
     Shape grid;
     for (size_t d = 0; d < shape.size(); ++d) grid.push_back(l.values->shape[d] / shape[d]);
+    budget -= element_count(l.values->shape) + block_cost * element_count(grid);
+    if (budget < 0) return std::nullopt;
     for (int64_t b = 0; b < element_count(grid); ++b) {
       std::vector<int64_t> block = unflatten(grid, b);
       uint64_t first = 0;

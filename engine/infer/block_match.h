@@ -59,12 +59,13 @@ SliceSpec block_slice(const Shape& shape, const std::vector<int64_t>& block);
 // The blocks shaped `shape` of a set of logical tensors, by fingerprint.
 class BlockIndex {
  public:
-  // Nullopt when indexing would take more than `budget` elements (which is
-  // reduced by what it takes). `input_free`: the index for input-free
-  // tensors, of the input-free logical tensors alone (any dtype); otherwise
-  // of the real ones.
+  // Nullopt when indexing would take more than `budget` (which is reduced by
+  // what it takes): each element read costs 1, each block kept `block_cost`
+  // (an entry of the index, which memory pays for where hashing is cheap).
+  // `input_free`: the index for input-free tensors, of the input-free
+  // logical tensors alone (any dtype); otherwise of the real ones.
   static std::optional<BlockIndex> build(const std::vector<Valued>& logical, const Shape& shape,
-                                         bool input_free, int64_t& budget);
+                                         bool input_free, int64_t& budget, int64_t block_cost = 0);
 
   // Every indexed block that `parallel` (shaped like the blocks) equals up to
   // a small rational factor; an input-free tensor (from the input-free

@@ -83,20 +83,21 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
   std::vector<InferredClaim> masks =
       choose_claims(plan, input_free_candidates(plan, kMaxInputFreeTensor, limits.max_elements));
   const int64_t elements = graph_elements(plan.logical) + graph_elements(plan.parallel);
-  if (elements > limits.max_elements) {
-    // Too large to evaluate whole: evaluate each stage at reduced size, on
-    // the plan cut at its masks (a mask's comparisons of positions keep the
-    // sequence lines of the stage that holds it whole, even for proposals).
+  // Too large to evaluate or index whole: evaluate each stage at reduced
+  // size, on the plan cut at its masks (a mask's comparisons of positions
+  // keep the sequence lines of the stage that holds it whole, even for
+  // proposals).
+  auto by_reduced_stages = [&](const std::string& over) {
     std::string why;
     std::vector<std::vector<InferredClaim>> candidates =
         reduced_candidates(with_claims(plan, masks), limits, why);
-    if (!why.empty())
-      result.skipped = why + "; the plan holds " + std::to_string(elements) +
-                       " elements, over the " + std::to_string(limits.max_elements) +
-                       " evaluated whole";
+    if (!why.empty()) result.skipped = why + "; " + over;
     result.claims = with_masks(plan, std::move(masks), std::move(candidates));
     return result;
-  }
+  };
+  if (elements > limits.max_elements)
+    return by_reduced_stages("the plan holds " + std::to_string(elements) + " elements, over the " +
+                             std::to_string(limits.max_elements) + " evaluated whole");
   std::optional<PlanValues> mirror;
   std::optional<PlanValues> values = evaluate(plan, limits.seed, mirror);
   if (!values) {
@@ -121,14 +122,13 @@ InferenceResult infer_claims(const Plan& plan, const InferenceLimits& limits) {
 
   // Every matching block of every candidate tensor; choose_claims picks one.
   std::vector<std::vector<InferredClaim>> candidates(plan.parallel.tensors.size());
-  int64_t budget = limits.max_elements;
+  int64_t budget = limits.max_index_cost;
   for (const auto& [shape, members] : by_shape) {
     std::optional<BlockIndex> index =
-        BlockIndex::build(logical, shape, /*input_free=*/false, budget);
-    if (!index) {
-      result.skipped = "matching would exceed the element budget";
-      return result;
-    }
+        BlockIndex::build(logical, shape, /*input_free=*/false, budget, limits.index_block_cost);
+    if (!index)
+      return by_reduced_stages("matching the whole plan would exceed the index budget (" +
+                               std::to_string(limits.max_index_cost) + ")");
     for (int t : members) {
       const TensorDecl& pd = plan.parallel.tensors[static_cast<size_t>(t)];
       for (const BlockMatch& m : index->matches(Valued{t, pd.dtype, &*values->parallel[t]})) {

@@ -34,7 +34,14 @@ struct InferenceLimits {
   // Element operations each of the two evaluations (the order and the
   // mirrored one) and the index may cost; a larger plan is evaluated by
   // stages at reduced size (reduced_inference.h).
-  int64_t max_elements = 20'000'000;
+  int64_t max_elements = 60'000'000;
+  // What indexing the blocks of a plan evaluated whole may cost, in elements
+  // read (a hash each) plus `index_block_cost` per block kept: an attention's
+  // scores are indexed once per parallel shape that divides them, which
+  // `max_elements` alone made too much at batch 8, sequence 64 (the step
+  // was then cut only at its parameters and every gradient stage held it).
+  int64_t max_index_cost = 200'000'000;
+  int64_t index_block_cost = 64;
   uint64_t seed = 0x5eed;
 };
 

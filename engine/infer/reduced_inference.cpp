@@ -81,7 +81,7 @@ std::vector<int> candidate_tensors(const Plan& plan, const Stage& stage) {
 // claim_inference.cpp does for a whole plan.
 void stage_candidates(const Stage& stage, const std::vector<int>& candidates,
                       const StageValues<Alg>& values, const std::optional<StageValues<Alg>>& mirror,
-                      int64_t budget, std::vector<std::vector<InferredClaim>>& out) {
+                      const InferenceLimits& limits, std::vector<std::vector<InferredClaim>>& out) {
   std::vector<Valued> logical;
   for (size_t t = 0; t < stage.tensors.size(); ++t) {
     const StageTensor& st = stage.tensors[t];
@@ -91,9 +91,10 @@ void stage_candidates(const Stage& stage, const std::vector<int>& candidates,
   std::map<Shape, std::vector<int>> by_shape;
   for (int t : candidates)
     if (values[t] && informative(values[t]->data)) by_shape[stage.tensors[t].shape].push_back(t);
+  int64_t budget = limits.max_index_cost;
   for (const auto& [shape, members] : by_shape) {
     std::optional<BlockIndex> index =
-        BlockIndex::build(logical, shape, /*input_free=*/false, budget);
+        BlockIndex::build(logical, shape, /*input_free=*/false, budget, limits.index_block_cost);
     if (!index) return;
     for (int t : members) {
       const StageTensor& pt = stage.tensors[static_cast<size_t>(t)];
@@ -156,8 +157,7 @@ std::vector<std::vector<InferredClaim>> reduced_candidates(const Plan& plan,
     for (int t : candidates) seen[static_cast<size_t>(stage.tensors[t].source)] = 1;
     if (std::optional<StageValues<Alg>> values = random_values(stage, limits.seed))
       stage_candidates(stage, candidates, *values,
-                       random_values(stage, limits.seed, /*mirrored=*/true), limits.max_elements,
-                       out);
+                       random_values(stage, limits.seed, /*mirrored=*/true), limits, out);
   }
   if (too_large > 0)
     skipped = "inside " + std::to_string(too_large) + " of " + std::to_string(stages.size()) +

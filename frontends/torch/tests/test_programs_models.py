@@ -50,6 +50,8 @@ CASES = [
     ("seqpar_bucketed", "dp=2,tp=2", None, 0, None),
     ("seqpar_bucketed", "dp=2,tp=2", "rs-wrong-dim", 1, "grad:"),
     ("seqpar_bucketed", "dp=2,tp=2", "bucket-tail-dropped", 1, "grad:"),
+    ("attention_sizes", "dp=1,tp=2", None, 0, None),
+    ("attention_sizes", "dp=1,tp=2", "v-input-grad-local", 1, "grad:norm"),
     ("pad_ignore", "dp=2", None, 0, None),
     ("pad_ignore", "dp=2", "local-mean", 1, "grad:"),
     ("pad_ignore", "dp=2", "local-count", 1, "grad:"),
