@@ -117,8 +117,11 @@ CaptureOutcome capture_harness(const std::string& harness, const std::string& me
   const std::string where = dir.empty() ? "" : " (front end: " + dir + ")";
   if (r.exit_code == -1) {
     out.exit_code = 2;
-    out.message = harness + ":1: [python] cannot run " + python + ": " + out.message +
-                  "; install python3 or set SHARDPROOF_PYTHON";
+    // run_process's own text already says "cannot run <python>: why".
+    const std::string why = out.message.rfind("cannot run ", 0) == 0
+                                ? out.message
+                                : "cannot run " + python + ": " + out.message;
+    out.message = harness + ":1: [python] " + why + "; install python3 or set SHARDPROOF_PYTHON";
   } else if (out.message.find("No module named 'torch'") != std::string::npos) {
     out.exit_code = 2;
     out.message = harness + ":1: [torch-missing] " + python +

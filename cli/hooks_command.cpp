@@ -110,7 +110,10 @@ std::optional<hooks::RepoConfig> load_repo_config(const std::optional<std::strin
 
 CLI::App* add_hooks_command(CLI::App& app, HooksArgs& args) {
   CLI::App* cmd = app.add_subcommand(
-      "hooks", "Git integration: a pre-commit hook that verifies the plans a commit touches");
+      "hooks",
+      "Git integration: a pre-commit hook that verifies the plans and torch harnesses a commit "
+      "touches (a harness runs when it or a Python file it imports changes; .shardproof.json "
+      "\"harnesses\" lists them)");
   cmd->require_subcommand(1);
 
   CLI::App* install = cmd->add_subcommand(
@@ -124,8 +127,8 @@ CLI::App* add_hooks_command(CLI::App& app, HooksArgs& args) {
 
   CLI::App* run = cmd->add_subcommand(
       "run",
-      "Verify the staged content of the plans the staged changes (or FILES) affect; what the "
-      "pre-commit hook runs");
+      "Verify the staged content of the plans and harnesses the staged changes (or FILES) "
+      "affect; what the pre-commit hook runs");
   run->callback([&args] { args.action = "run"; });
   run->add_option("files", args.files,
                   "Check these files as if they were the staged changes (contents still come "
@@ -136,8 +139,8 @@ CLI::App* add_hooks_command(CLI::App& app, HooksArgs& args) {
 
   CLI::App* affected = cmd->add_subcommand(
       "affected",
-      "Print the plans that FILES (or the changes since --base) affect, from the working tree; "
-      "runs the regenerate rules of .shardproof.json that they trigger (for CI)");
+      "Print the plans and harnesses that FILES (or the changes since --base) affect, from the "
+      "working tree; runs the regenerate rules of .shardproof.json that they trigger (for CI)");
   affected->callback([&args] { args.action = "affected"; });
   affected->add_option("files", args.files, "Changed files");
   affected->add_option("--base", args.base,

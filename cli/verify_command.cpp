@@ -270,6 +270,16 @@ int run_verify(const VerifyArgs& given) {
   options.timeout_ms = args.timeout_ms;
   options.infer_claims = parse_claim_inference(args.infer_claims).value_or(ClaimInference::Auto);
   if (args.classes) options.parse.compact = ParseOptions::Compact::Classes;
+  // A plan's mesh is fixed when it is written: --mesh on one would be
+  // ignored, and a user who asked for tp=4 would get tp=2's answer.
+  if (!args.mesh.empty())
+    for (const std::string& path : args.plans)
+      if (!is_harness_path(path)) {
+        std::cerr << "shardproof verify: --mesh applies to harnesses (.py) only, and " << path
+                  << " is a plan: its mesh is the one it was written for (capture or plan it "
+                     "again at the mesh you want)\n";
+        return kExitUsage;
+      }
 
   // A live line on a terminal; in a pipe or a CI log, a line every few
   // seconds of a long run only.

@@ -1,7 +1,9 @@
 #include "hooks/python_imports.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 namespace shardproof::hooks {
 namespace {
@@ -62,9 +64,12 @@ std::vector<std::string> statements(const std::string& source) {
     }
     if (quote) {
       current += c;
-      if (c == '\\' && i + 1 < source.size()) current += source[++i];
-      else if (c == quote) quote = 0;
-      else if (c == '\n') quote = 0;  // an unterminated string ends with its line
+      if (c == '\\' && i + 1 < source.size())
+        current += source[++i];
+      else if (c == quote)
+        quote = 0;
+      else if (c == '\n')
+        quote = 0;  // an unterminated string ends with its line
       continue;
     }
     if (c == '#') {
@@ -131,16 +136,52 @@ std::vector<PythonImport> scan_python_imports(const std::string& source) {
   return out;
 }
 
+// `dir` and each directory above it, the repository root ("") last.
+static std::vector<std::string> dir_and_above(const std::string& dir) {
+  std::vector<std::string> out;
+  for (std::filesystem::path p(dir); !p.empty(); p = p.parent_path()) out.push_back(p.string());
+  out.push_back("");
+  return out;
+}
+
+std::vector<std::string> sys_path_dirs(const std::string& source, const std::string& importer) {
+  std::vector<std::string> out;
+  std::istringstream lines(source);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("sys.path") == std::string::npos) continue;
+    for (size_t at = 0; (at = line.find_first_of("\"'", at)) != std::string::npos;) {
+      const size_t end = line.find(line[at], at + 1);
+      if (end == std::string::npos) break;
+      const std::string name = line.substr(at + 1, end - at - 1);
+      at = end + 1;
+      const bool plain = !name.empty() && name != "." && name != ".." &&
+                         name.find_first_not_of(
+                             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                             "0123456789_-./") == std::string::npos &&
+                         name.find("..") == std::string::npos && name.front() != '/';
+      if (!plain) continue;
+      for (const std::string& base :
+           dir_and_above(std::filesystem::path(importer).parent_path().string()))
+        out.push_back(join_path(base, name));
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> import_candidates(const PythonImport& import, const std::string& importer,
-                                           const std::string& harness_dir) {
+                                           const std::string& harness_dir,
+                                           const std::vector<std::string>& path_dirs) {
   std::vector<std::string> bases;
   if (import.level > 0) {
     std::filesystem::path base = std::filesystem::path(importer).parent_path();
     for (int up = 1; up < import.level; ++up) base = base.parent_path();
     bases.push_back(base.string());
   } else {
-    bases.push_back(harness_dir);
-    if (!harness_dir.empty()) bases.push_back("");  // the repository root
+    // The harness's directory is first on sys.path; the directories above it
+    // stand for the parents a harness inserts (and the repository root, the
+    // front end's working directory).
+    bases = dir_and_above(harness_dir);
+    bases.insert(bases.end(), path_dirs.begin(), path_dirs.end());
   }
   std::vector<std::string> out;
   for (const std::string& base : bases) {
@@ -157,8 +198,8 @@ std::vector<std::string> import_candidates(const PythonImport& import, const std
     }
     for (const std::string& name : import.names) {
       if (name == "*" || name.empty()) continue;
-      const std::string sub = join_path(prefix.empty() ? base : join_path(base, prefix),
-                                        dotted_to_path(name));
+      const std::string sub =
+          join_path(prefix.empty() ? base : join_path(base, prefix), dotted_to_path(name));
       out.push_back(sub + ".py");
       out.push_back(sub + "/__init__.py");
     }
@@ -170,14 +211,19 @@ std::vector<std::string> harness_dependencies(const std::string& harness, TreeRe
                                               size_t limit) {
   const std::string harness_dir = std::filesystem::path(harness).parent_path().string();
   std::set<std::string> found{harness}, asked{harness};
+  std::vector<std::string> path_dirs;  // what the files seen so far add to sys.path
   std::vector<std::pair<std::string, std::string>> pending;  // path, text
   for (auto& [path, text] : tree.read({harness}))
     if (text) pending.push_back({path, *text});
   while (!pending.empty() && found.size() < limit) {
     std::vector<std::string> next;
     for (const auto& [path, text] : pending)
+      for (std::string& d : sys_path_dirs(text, path))
+        if (std::find(path_dirs.begin(), path_dirs.end(), d) == path_dirs.end())
+          path_dirs.push_back(std::move(d));
+    for (const auto& [path, text] : pending)
       for (const PythonImport& imp : scan_python_imports(text))
-        for (std::string& c : import_candidates(imp, path, harness_dir))
+        for (std::string& c : import_candidates(imp, path, harness_dir, path_dirs))
           if (c.rfind("../", 0) != 0 && asked.insert(c).second) next.push_back(std::move(c));
     pending.clear();
     if (next.empty()) break;

@@ -27,9 +27,19 @@ std::vector<PythonImport> scan_python_imports(const std::string& source);
 // The repository paths that `import` may load, when `importer` (a
 // repository path) holds it and `harness_dir` is the harness's directory
 // ("" at the root): modules, their packages' __init__.py, and the names a
-// `from` import may take as submodules.
+// `from` import may take as submodules. An absolute import is looked up in
+// the harness's directory, each directory above it up to the repository
+// root (a harness that puts its parent on sys.path, as the examples do, or
+// a src layout), and `path_dirs` (directories a file adds to sys.path).
 std::vector<std::string> import_candidates(const PythonImport& import, const std::string& importer,
-                                           const std::string& harness_dir);
+                                           const std::string& harness_dir,
+                                           const std::vector<std::string>& path_dirs = {});
+
+// The directories a file of `importer`'s may add to sys.path, over-
+// approximated from its text: for each string literal on a line that
+// mentions sys.path and names a directory (`"lib"`, `"src"`), that name
+// under the importer's directory and under each directory above it.
+std::vector<std::string> sys_path_dirs(const std::string& source, const std::string& importer);
 
 // The harness and every local file it imports, transitively, as present in
 // `tree` (sorted). Stops after `limit` files.

@@ -58,8 +58,7 @@ TEST(HarnessImports, StatementsOfEveryForm) {
   EXPECT_EQ(modules("from model import MLP, Block as B\n"), "model[MLP,Block] ");
   EXPECT_EQ(modules("from . import layers\nfrom ..util.x import (f,\n  g)  # tail\n"),
             ".[layers] ..util.x[f,g] ");
-  EXPECT_EQ(modules("if x: import m; import n\ndef f():\n    from p import *\n"),
-            "n p[*] ");
+  EXPECT_EQ(modules("if x: import m; import n\ndef f():\n    from p import *\n"), "n p[*] ");
   // Comments and docstrings are not code; a backslash continues a line.
   EXPECT_EQ(modules("# import nope\n\"\"\"\nimport nope2 (\n\"\"\"\nimport \\\n  yes\n"), "yes ");
   EXPECT_EQ(modules("x = 'import nope'\nimportant = 1\nfromage = 2\n"), "");
@@ -69,8 +68,7 @@ TEST(HarnessImports, CandidatesFollowPythonsResolution) {
   auto candidates = [](const std::string& source, const std::string& importer) {
     std::set<std::string> out;
     for (const PythonImport& i : scan_python_imports(source))
-      for (const std::string& c : import_candidates(i, importer, "train"))
-        out.insert(c);
+      for (const std::string& c : import_candidates(i, importer, "train")) out.insert(c);
     return out;
   };
   std::set<std::string> c = candidates("import model.layers\n", "train/h.py");
@@ -99,6 +97,32 @@ TEST(HarnessImports, DependenciesAreTransitiveAndLocal) {
   // Import cycles end.
   tree.files["train/model/layers.py"] = "from . import gpt\n";
   EXPECT_EQ(harness_dependencies("train/h.py", tree).size(), 4u);
+}
+
+TEST(HarnessImports, ModulesBesideAParentOnSysPathAreDependencies) {
+  // The examples' layout: the harness puts its parent directory on sys.path
+  // and imports a module there. Before, only the harness's directory and the
+  // repository root were searched, so a bug committed in that module ran no
+  // harness (hooks and CI gate green).
+  PythonTree tree;
+  tree.files["examples/torch/mlp/harness.py"] =
+      "import os, sys\nsys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))\n"
+      "from megatron_layers import bug\nfrom model import MLP\n";
+  tree.files["examples/torch/mlp/model.py"] = "import torch\n";
+  tree.files["examples/torch/megatron_layers.py"] = "import torch\n";
+  tree.files["examples/torch/gpt/model.py"] = "import torch\n";
+  EXPECT_EQ(
+      harness_dependencies("examples/torch/mlp/harness.py", tree),
+      (std::vector<std::string>{"examples/torch/megatron_layers.py",
+                                "examples/torch/mlp/harness.py", "examples/torch/mlp/model.py"}));
+  // A directory a file adds to sys.path by name (`os.path.join(here, "..", "lib")`).
+  tree.files["train/h.py"] =
+      "import sys\nsys.path.insert(0, os.path.join(HERE, '..', 'lib'))\nfrom tp import Col\n";
+  tree.files["lib/tp.py"] = "from helpers import x\n";
+  tree.files["lib/helpers.py"] = "x = 1\n";
+  tree.files["tools/tp.py"] = "y = 1\n";
+  EXPECT_EQ(harness_dependencies("train/h.py", tree),
+            (std::vector<std::string>{"lib/helpers.py", "lib/tp.py", "train/h.py"}));
 }
 
 TEST(HarnessSelection, AHarnessRunsWhenItOrAFileItImportsChanges) {

@@ -5,6 +5,7 @@ groups it names are re-targeted per rank (docs/torch-harness.md). Independent tr
 two processes (forked.py)."""
 import gc
 import json
+import sys
 import time
 
 from . import harness as harness_mod
@@ -21,8 +22,17 @@ def _tracer():
     try:
         import torch  # noqa: F401
     except ImportError as e:
-        raise CaptureError("torch-missing", f"PyTorch cannot be imported ({e}); capture needs "
-                           "torch (set SHARDPROOF_PYTHON to an interpreter that has it)")
+        raise CaptureError("torch-missing", f"PyTorch cannot be imported by {sys.executable} "
+                           f"({e}); install python3-torch (scripts/setup.sh) or set "
+                           "SHARDPROOF_PYTHON to an interpreter that has it")
+    import torch
+    if not torch.__version__.startswith("1."):
+        # One tracer per torch line (docs/torch-harness.md): 1.x's make_fx and
+        # functionalize differ from 2.x's; a traceback from deep inside either
+        # would say less.
+        raise CaptureError("torch-version", f"{sys.executable} has torch {torch.__version__}; "
+                           "this front end has a tracer for torch 1.13 only (Debian 12's "
+                           "python3-torch): set SHARDPROOF_PYTHON to an interpreter with it")
     from .tracer_torch1 import capture as tracer
     return tracer
 

@@ -79,8 +79,12 @@ def load(path):
         _forget(before, path)
         file, line = user_frame_of(e.__traceback__, path)
         missing = getattr(e, "name", None) or str(e)
-        rule = "torch-missing" if missing and missing.split(".")[0] == "torch" else "harness-import"
-        raise CaptureError(rule, f"importing the harness failed: {e}", file, line)
+        if missing and missing.split(".")[0] == "torch":
+            raise CaptureError("torch-missing", f"importing the harness failed: {e}: "
+                               f"{sys.executable} cannot import torch; install python3-torch "
+                               "(scripts/setup.sh) or set SHARDPROOF_PYTHON to an interpreter "
+                               "that has it", file, line)
+        raise CaptureError("harness-import", f"importing the harness failed: {e}", file, line)
     except Exception as e:
         _forget(before, path)
         file, line = user_frame_of(e.__traceback__, path)

@@ -125,3 +125,15 @@ def test_missing_torch_is_exit_2_at_the_import():
 def test_an_unsupported_reduce_op_is_named(tmp_path, capsys):
     rc, err = capture("reduce_product.py", tmp_path, capsys)
     assert rc == 2 and "reduce op PRODUCT is not supported" in err, err
+
+
+@needs_torch
+def test_another_torch_line_is_exit_2_naming_the_version(monkeypatch):
+    # the tracer is torch 1.13's; a torch 2.x (Ubuntu's, pip's) must say so, not trace
+    import torch
+    from shardproof_torch import driver
+    from shardproof_torch.errors import CaptureError
+    monkeypatch.setattr(torch, "__version__", "2.1.2")
+    with pytest.raises(CaptureError) as e:
+        driver._tracer()
+    assert e.value.rule == "torch-version" and "2.1.2" in str(e.value)
