@@ -11,6 +11,7 @@ import time
 from . import harness as harness_mod
 from . import lineage
 from .context import RankContext
+from .rank_environ import rank_environment
 from .errors import CaptureError
 from .mesh import mesh_from
 from .plan_writer import BATCH, BUFFER, PARAM, RankProgram, write_plan, write_plan_text
@@ -102,8 +103,9 @@ class Capture:
             lctx = RankContext(mesh.logical(), 0, [])
             with fake:
                 lbatch = {k: torch.empty(v.shape, dtype=v.dtype) for k, v in batch.items()}
-            ltrace, lmodel = tracer.capture_program(harness_mod.fresh(h), lctx, True, fake,
-                                                    lbatch, sources)
+            with rank_environment(lctx):  # module-level reads of RANK at import too
+                fresh = harness_mod.fresh(h)
+            ltrace, lmodel = tracer.capture_program(fresh, lctx, True, fake, lbatch, sources)
             return Logical(ltrace, shapes_of(lmodel.named_parameters()),
                            shapes_of(lmodel.named_buffers()))
 
@@ -117,7 +119,8 @@ class Capture:
                 for k, v in batch.items():
                     box = harness_mod.batch_slice(h, k, list(v.shape), mesh, coords)
                     chunk[k] = torch.empty([hi - lo for lo, hi in box], dtype=v.dtype)
-            own = harness_mod.fresh(h)  # the program's own module state
+            with rank_environment(ctx):
+                own = harness_mod.fresh(h)  # the program's own module state
             trace, model = tracer.capture_program(own, ctx, False, fake, chunk, sources)
             traced = Traced(trace, coords, model, own)
             if logical is not None:

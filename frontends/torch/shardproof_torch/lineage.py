@@ -20,6 +20,11 @@ def layout_of(h, name, param, ctx, kind):
                     set(layout) - {"axis", "dim", "stride"}:
                 raise h.error("param-layout", f"param_layout({name!r}) must return None or "
                               "{'axis': str, 'dim': int, 'stride': int}", "param_layout")
+            if layout["axis"] not in ctx.mesh:
+                # an unknown axis would count as size 1: the parameter a full replica
+                raise h.error("param-layout", f"param_layout({name!r}) names the axis "
+                              f"{layout['axis']!r}, which the mesh ({', '.join(ctx.mesh)}) "
+                              "does not have", "param_layout")
             return layout
     return megatron_layout(param) if kind == "param" else None
 
@@ -40,8 +45,9 @@ def blocks(h, name, layout, local_shape, logical_shape, mesh, coords):
     dim %= len(logical_shape)
     size = logical_shape[dim]
     if size % (n * stride):
+        into = f"{n} equal pieces" if stride == 1 else f"{stride} blocks of {n} pieces each"
         raise h.error("param-layout", f"{name}: dim {dim} of size {size} does not split into "
-                      f"{stride} blocks of {n} pieces along {axis!r}", "build_rank")
+                      f"{into} along {axis!r}", "build_rank")
     piece = size // (n * stride)
     expected = list(logical_shape)
     expected[dim] = piece * stride

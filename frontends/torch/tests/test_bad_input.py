@@ -36,6 +36,9 @@ CASES = {
     "hook_unsupported.py": ("collective-unsupported", 10),
     "init_process_group.py": ("harness-contract", 9),
     "ctx_written.py": ("harness-contract", 9),
+    "untracked_attribute.py": ("untracked-tensor", 13),
+    "adagrad.py": ("untracked-tensor", 6),
+    "layout_unknown_axis.py": ("param-layout", 5),
 }
 
 

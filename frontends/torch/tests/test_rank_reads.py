@@ -1,7 +1,8 @@
 """ctx records which coordinates a rank program reads, so that ranks which read the same
 coordinates share one trace (context.py). A read that is not logged makes every rank reuse
 another rank's program: a rank-dependent bug would be proven equivalent. Every way of reading
-ctx.coords and ctx.group_ranks must be logged."""
+ctx.coords and ctx.group_ranks must be logged, and torchrun's RANK / LOCAL_RANK in os.environ
+(rank_environ.py) too."""
 import copy
 import json
 import os
@@ -64,7 +65,8 @@ def test_ctx_is_read_only():
 
 @needs_torch
 @pytest.mark.parametrize("read", ["get", "coords-copy", "coords-splat", "coords-json",
-                                  "coords-str", "ranks-dict"])
+                                  "coords-str", "ranks-dict", "env-rank", "env-local-rank",
+                                  "env-copy"])
 def test_a_rank_dependent_step_read_any_way_is_not_equivalent(read, tmp_path, shardproof_bin):
     plan = tmp_path / "plan.json"
     rc, err = capture_harness(os.path.join(HERE, "harnesses", "rank_lr_by_read.py"), plan,

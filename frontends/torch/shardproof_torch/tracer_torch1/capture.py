@@ -20,7 +20,8 @@ from ..trace import Input, Node, Ref, TensorMeta, Trace
 from .backward_sources import BackwardSource
 from .backward_sources import recording as recording_backward_sources
 from .fake_dist import FakeDistributed
-from . import decompositions, fake_mode as fake_mode_mod, speedups
+from ..rank_environ import rank_environment
+from . import decompositions, fake_mode as fake_mode_mod, speedups, untracked
 from .library import ops
 from .optimizers import marking, whole_steps
 from .source import capture_boundary, is_user_file, user_src
@@ -123,7 +124,7 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
     ops()  # define the library before tracing
     fd = FakeDistributed(ctx)
     with fd.installed(), cpu_only(), whole_steps(), decompositions.installed(), \
-            speedups.installed():
+            speedups.installed(), untracked.refused(), rank_environment(ctx):
         try:
             with fake_mode:
                 model = h.build_logical() if logical else h.build_rank(ctx)

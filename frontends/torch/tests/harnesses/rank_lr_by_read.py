@@ -24,6 +24,9 @@ READS = {
     "coords-str": lambda ctx: int(str(ctx.coords)[-2]),
     "ranks-values": lambda ctx: sorted(ctx.group_ranks.values())[0][0],
     "ranks-dict": lambda ctx: dict(ctx.group_ranks)["dp"][0],
+    "env-rank": lambda ctx: int(os.environ.get("RANK", "0")),        # torchrun's variables
+    "env-local-rank": lambda ctx: int(os.getenv("LOCAL_RANK", "0")),
+    "env-copy": lambda ctx: int(dict(os.environ)["RANK"]),
 }
 
 
