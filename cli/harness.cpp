@@ -4,14 +4,17 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <regex>
+#include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <vector>
 
 #include "cache/cache_location.h"
 #include "cli/capture_server.h"
+#include "cli/interrupt.h"
 #include "cli/plan_verifier.h"
 #include "hooks/process.h"
 
@@ -151,8 +154,14 @@ Report capture_failure_report(const std::string& harness, const CaptureOutcome& 
     return r;
   }
   r.verdict = Verdict::Invalid;
+  static const std::regex ruled(R"(^\[([A-Za-z0-9_-]+)\] ([\s\S]*)$)");
+  std::smatch m;
   if (std::optional<Located> at = located_line(outcome.message)) {
     r.invalid = Diagnostic{at->rule, at->file, "", at->line, 0, at->text};
+  } else if (std::regex_match(outcome.message, m, ruled)) {
+    // "[harness-file] no harness file at ...": its own rule, and no line of a
+    // file that may not exist.
+    r.invalid = Diagnostic{m[1], harness, "", fs::exists(harness) ? 1 : 0, 0, m[2]};
   } else {
     r.invalid = Diagnostic{"harness", harness, "", 1, 0, outcome.message};
   }
@@ -160,7 +169,8 @@ Report capture_failure_report(const std::string& harness, const CaptureOutcome& 
 }
 
 Report verify_harness(PlanVerifier& verifier, const std::string& harness, const std::string& mesh,
-                      const VerifyOptions& options, const std::string& cwd) {
+                      const VerifyOptions& options, const std::string& cwd,
+                      std::optional<std::string>* plan_text) {
   CaptureDir dir;
   const std::string plan = dir.path() + "/" + fs::path(harness).stem().string() + ".plan.json";
   const CaptureOutcome outcome =
@@ -180,6 +190,12 @@ Report verify_harness(PlanVerifier& verifier, const std::string& harness, const 
     return report;
   }
   report.plan_path = harness;
+  if (plan_text != nullptr && !report.findings.empty()) {
+    std::ifstream in(plan);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in) *plan_text = text.str();
+  }
   return report;
 }
 
@@ -188,9 +204,11 @@ CaptureDir::CaptureDir() {
   if (!mkdtemp(tmpl.data()))
     throw std::runtime_error("cannot create a temporary directory in " + tmpl);
   path_ = tmpl;
+  remove_on_interrupt(path_);  // Ctrl-C leaves no captured plan behind
 }
 
 CaptureDir::~CaptureDir() {
+  forget_on_interrupt(path_);
   if (keep_) return;
   std::error_code ec;
   fs::remove_all(path_, ec);

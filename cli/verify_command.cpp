@@ -296,10 +296,11 @@ int run_verify(const VerifyArgs& given) {
   for (const std::string& path : args.plans) {
     options.progress = progress.callback(path);
     std::optional<std::string> text;
-    Report report = is_harness_path(path) ? verify_harness(verifier, path, args.mesh, options)
-                                          : verifier.verify(path, options, &text);
+    const bool harness = is_harness_path(path);
+    Report report = harness ? verify_harness(verifier, path, args.mesh, options, "", &text)
+                            : verifier.verify(path, options, &text);
     progress.clear();
-    reports.push_back(locate_report(std::move(report), text ? &*text : nullptr));
+    reports.push_back(locate_report(std::move(report), text ? &*text : nullptr, harness));
     const Report& r = reports.back().report;
     if (verdict_severity(r.verdict) > verdict_severity(worst)) worst = r.verdict;
     // Text and github reports stream as they finish: a long batch shows

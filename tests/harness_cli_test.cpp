@@ -167,6 +167,10 @@ TEST_F(HarnessCli, ABugIsFoundAtTheUsersLineInEveryFormat) {
   EXPECT_NE(r.out.find("NOT EQUIVALENT"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("    at model/mlp.py:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("model/mlp.py:31 (forward)"), std::string::npos) << r.out;
+  // The ranks it fails on, from the captured plan (before, a harness's report
+  // had none: the plan's text was not read).
+  EXPECT_NE(r.out.find("where in the mesh"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("finding 1: ranks "), std::string::npos) << r.out;
 
   r = cli("verify --quiet --format github " + path("h.py"));
   EXPECT_EQ(r.code, 1);

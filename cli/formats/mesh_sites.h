@@ -23,7 +23,7 @@ struct MeshAxis {
 struct MeshShape {
   std::vector<MeshAxis> axes;  // device axes, slowest first: ranks are row-major
   int64_t microbatches = 1;
-  std::string source;  // "parallel.mesh" or "meta"; empty: the plan has no mesh
+  std::string source;  // "parallel.mesh", "meta.mesh" or "meta"; empty: no mesh
   bool known() const { return !source.empty(); }
   int64_t world() const;
 };

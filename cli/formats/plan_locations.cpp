@@ -57,8 +57,9 @@ std::vector<int64_t> ranks_of(const Value& decl) {
   return out;
 }
 
-// A compact plan's parallel.mesh; else a generated plan's meta sizes
-// (pp, dp, cp, tp: Megatron's rank order) when they multiply to world.
+// A compact plan's parallel.mesh; else a captured plan's meta.mesh, or a
+// generated plan's meta sizes (pp, dp, cp, tp: Megatron's rank order), when
+// they multiply to world.
 MeshShape mesh_of(const Value& root) {
   MeshShape mesh;
   const Value* parallel = member(root, "parallel");
@@ -79,6 +80,17 @@ MeshShape mesh_of(const Value& root) {
   const Value* meta = member(root, "meta");
   const int64_t world = integer(member(*parallel, "world"));
   if (meta == nullptr || world < 1) return mesh;
+  // A captured plan's meta.mesh: the harness's MESH in force, in its order
+  // (row-major, the last axis fastest: docs/torch-harness.md).
+  if (const Value* m = member(*meta, "mesh"); m && m->is(Value::Kind::Object)) {
+    for (size_t i = 0; i < m->keys.size(); ++i)
+      if (integer(&m->items[i]) >= 1) mesh.axes.push_back({m->keys[i].name, integer(&m->items[i])});
+    if (!mesh.axes.empty() && mesh.world() == world) {
+      mesh.source = "meta.mesh";
+      return mesh;
+    }
+    mesh = MeshShape{};
+  }
   for (const char* axis : {"pp", "dp", "cp", "tp"}) {
     int64_t size = integer(member(*meta, axis));
     if (size > 1 || (size == 1 && axis != std::string("cp"))) mesh.axes.push_back({axis, size});
@@ -240,7 +252,7 @@ class PlanLocator {
 
 }  // namespace
 
-LocatedReport locate_report(Report report, const std::string* plan_text) {
+LocatedReport locate_report(Report report, const std::string* plan_text, bool captured) {
   LocatedReport out;
   const std::string path = report.plan_path.empty() ? report.plan_name : report.plan_path;
   out.plan = SourceLocation{path, 1, 0};
@@ -255,7 +267,8 @@ LocatedReport locate_report(Report report, const std::string* plan_text) {
   for (const Finding& f : report.findings) {
     out.sites.push_back(locator ? locator->sites(f) : std::vector<MeshSite>{});
     out.ops.push_back(locator ? locator->ops(f) : FindingOps{});
-    std::optional<SourceLocation> tensor = locator ? locator->logical_tensor(f) : std::nullopt;
+    std::optional<SourceLocation> tensor =
+        locator && !captured ? locator->logical_tensor(f) : std::nullopt;
     out.logical_tensors.push_back(tensor.value_or(SourceLocation{}));
     // A captured plan's finding belongs at the user's own line, not the plan's.
     if (!f.sources.empty()) {
@@ -263,7 +276,7 @@ LocatedReport locate_report(Report report, const std::string* plan_text) {
       out.findings.push_back(SourceLocation{src.file, static_cast<int>(src.line), 0});
       continue;
     }
-    std::optional<SourceLocation> at = locator ? locator->find(f) : std::nullopt;
+    std::optional<SourceLocation> at = locator && !captured ? locator->find(f) : std::nullopt;
     out.findings.push_back(at ? *at : SourceLocation{path, 1, 0});
   }
   if (locator) out.mesh = locator->mesh();

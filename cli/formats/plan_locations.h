@@ -47,6 +47,10 @@ struct LocatedReport {
 // `plan_text` is the plan as it was read (null when it could not be). A
 // finding whose names are not declared where expected points at line 1 of
 // the plan. Graph files the plan references are read relative to it.
-LocatedReport locate_report(Report report, const std::string* plan_text);
+// `captured`: the text is of a plan captured from the harness the report
+// names (report.plan_path), kept nowhere: it gives the ranks and the mesh of
+// findings, never a line (a finding without a source of its own points at
+// the harness's first line).
+LocatedReport locate_report(Report report, const std::string* plan_text, bool captured = false);
 
 }  // namespace shardproof::cli
