@@ -59,6 +59,7 @@ def main(argv=None):
         return serve(args.socket)
     from .driver import Capture
     from .mesh import parse_mesh_override
+    cache = None
     try:
         emit = [e for e in args.emit.split(",") if e]
         bad = [e for e in emit if e not in EMITTABLE]
@@ -108,6 +109,9 @@ def main(argv=None):
         sys.stderr.write("shardproof capture: [internal] unexpected error; please report:\n")
         traceback.print_exc()
         return EXIT_INTERNAL
+    finally:
+        if cache is not None:
+            cache.recorder.stop()  # os.environ is the process's own again
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """Captures kept for the next identical capture (`capture --cache-dir DIR`; the CLI passes its
 cache directory's `captures/`). A capture is a deterministic function of its inputs (the
 contract of docs/torch-harness.md): the command line, the working directory, the interpreter,
-the environment, and every file it read. While capturing, an audit hook records each file
-the process (and its forked child) opens and each directory it lists (import resolution);
-every module in sys.modules and every file mapped into the process (torch's shared
+the environment variables it read, and every file it read. While capturing, an audit hook
+records each file the process (and its forked child) opens and each directory it lists
+(import resolution), and `os.environ` records each variable read (by name, with its value or
+its absence; a read of the whole environment, such as `dict(os.environ)`, records all of
+it); every module in sys.modules and every file mapped into the process (torch's shared
 libraries) is added at the end. The entry holds the plan and that record. A later capture
-with the same command line, directory, interpreter and environment takes the plan only if
-every recorded file is unchanged (its content for files up to 1 MiB, else its size,
+with the same command line, directory and interpreter takes the plan only if every recorded
+variable has its recorded value and every recorded file is unchanged (its content for files up to 1 MiB, else its size,
 modification and change times and inode: a write always moves the change time) and every
 recorded directory lists the same names. Anything else, including an error reading the
 entry, is a miss: the program is captured again and the entry replaced.
@@ -17,20 +19,67 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import MutableMapping
 import time
 
-FORMAT = 1
+FORMAT = 2  # 2: the environment by the variables read
 SMALL = 1 << 20       # files up to this size are compared by content
 MAX_PLAN = 256 << 20  # larger plans are not kept
+KEPT_VARIANTS = 8     # entries per key (other values of the variables read)
 
 
 def entry_key(argv_key):
-    """The key of a capture: what it was asked and in what process environment."""
+    """The key of a capture: what it was asked, where and by which interpreter (the
+    environment variables it reads are checked like the files it reads: a `cd`, which
+    changes OLDPWD, or a CI run's own id no longer makes every capture a miss)."""
     h = hashlib.sha256()
     h.update(json.dumps({"format": FORMAT, "args": argv_key, "cwd": os.getcwd(),
-                         "python": [sys.executable, sys.version],
-                         "env": sorted(os.environ.items())}).encode())
+                         "python": [sys.executable, sys.version]}).encode())
     return h.hexdigest()
+
+
+class EnvironReads(MutableMapping):
+    """os.environ while a capture runs: each read is recorded in `reads` (name -> value, or
+    None when unset); anything that reads the whole environment sets `reads[ALL]`."""
+
+    def __init__(self, real, recorder):
+        self._real = real
+        self._rec = recorder
+
+    def _note(self, key):
+        value = self._real.get(key)
+        self._rec.env.setdefault(key, value)
+        return value
+
+    def __getitem__(self, key):
+        if self._note(key) is None:
+            raise KeyError(key)
+        return self._real[key]
+
+    def __contains__(self, key):
+        return self._note(key) is not None
+
+    def __iter__(self):
+        self._rec.env_all = True
+        return iter(self._real)
+
+    def __len__(self):
+        self._rec.env_all = True
+        return len(self._real)
+
+    def __setitem__(self, key, value):
+        self._real[key] = value
+
+    def __delitem__(self, key):
+        del self._real[key]
+
+    def copy(self):
+        self._rec.env_all = True
+        return self._real.copy()
+
+    def __getattr__(self, name):  # os._Environ's own (encodekey, _data, ...)
+        self._rec.env_all = True
+        return getattr(self._real, name)
 
 
 def _digest(path):
@@ -108,6 +157,9 @@ class Recorder:
         self.started_ns = time.time_ns()  # reset by start()
         self.files = set()
         self.dirs = {}  # path -> its names when first listed
+        self.env = {}  # variable -> its value when first read (None: unset)
+        self.env_all = False  # the whole environment was read
+        self._real_environ = None
         self._inside = False
 
     def start(self):
@@ -116,9 +168,15 @@ class Recorder:
         if not getattr(Recorder, "_hooked", False):
             sys.addaudithook(_hook)  # cannot be removed: it does nothing when inactive
             Recorder._hooked = True
+        if self._real_environ is None:
+            self._real_environ = os.environ
+            os.environ = EnvironReads(self._real_environ, self)
 
     def stop(self):
         Recorder.active = None
+        if self._real_environ is not None:
+            os.environ = self._real_environ
+            self._real_environ = None
 
     def event(self, name, args):
         if self._inside:
@@ -139,12 +197,16 @@ class Recorder:
         """What this process read, for the parent: its opened files, and its modules and
         mapped files (a forked child may load an extension module the parent never did)."""
         files = self.files | _module_files() | _mapped_files()
-        return {"files": sorted(files), "dirs": dict(self.dirs)}
+        return {"files": sorted(files), "dirs": dict(self.dirs), "env": dict(self.env),
+                "env_all": self.env_all}
 
     def merge(self, snap):
         self.files.update(snap["files"])
         for d, listing in snap["dirs"].items():
             self.dirs.setdefault(d, listing)
+        for k, v in snap.get("env", {}).items():
+            self.env.setdefault(k, v)
+        self.env_all = self.env_all or snap.get("env_all", False)
 
 
 def _hook(name, args):
@@ -191,36 +253,52 @@ class CaptureCache:
             p = os.path.abspath(p)
             self.recorder.dirs.setdefault(p, _names(p))
 
-    def lookup(self, output):
-        """Copies the kept plan to `output` (a path, or "-" for stdout); True on a hit."""
-        manifest_path = self._manifest_path()
-        try:
-            with open(manifest_path, encoding="utf-8") as f:
-                manifest = json.load(f)
-            if manifest.get("format") != FORMAT or manifest.get("key") != self.key:
+    @staticmethod
+    def _holds(entry):
+        """Whether an entry's record still holds: every variable and file it read as read."""
+        env = entry["env"]
+        if env.get("all") is not None:
+            if sorted(map(list, os.environ.items())) != env["all"]:
                 return False
-            # each entry's plan has a name of its own: a manifest never names another's plan
-            plan_path = os.path.join(os.path.dirname(manifest_path),
-                                     os.path.basename(manifest["plan"]))
-            for path, state in manifest["files"].items():
-                if not _same(state, _file_state(path)):
-                    return False
-            for path, listing in manifest["dirs"].items():
-                if _listing(path) != listing:
-                    return False
-            if output == "-":
-                with open(plan_path, "rb") as f:
-                    sys.stdout.flush()
-                    for block in iter(lambda: f.read(1 << 20), b""):
-                        sys.stdout.buffer.write(block)
-                    sys.stdout.buffer.flush()
-            else:
-                tmp = output + ".tmp"
-                with open(plan_path, "rb") as src, open(tmp, "wb") as dst:
-                    for block in iter(lambda: src.read(1 << 20), b""):
-                        dst.write(block)
-                os.replace(tmp, output)
-            return True
+        elif any(os.environ.get(k) != v for k, v in env["read"].items()):
+            return False
+        for path, state in entry["files"].items():
+            if not _same(state, _file_state(path)):
+                return False
+        return all(_listing(path) == listing for path, listing in entry["dirs"].items())
+
+    def _entries(self):
+        with open(self._manifest_path(), encoding="utf-8") as f:
+            manifest = json.load(f)
+        if manifest.get("format") != FORMAT or manifest.get("key") != self.key:
+            return []
+        return manifest["entries"]
+
+    def lookup(self, output):
+        """Copies the kept plan to `output` (a path, or "-" for stdout); True on a hit. The
+        key keeps up to KEPT_VARIANTS entries (the same harness captured with other values
+        of the variables it reads: GPT_SIZE=small and medium), newest first."""
+        try:
+            for entry in self._entries():
+                if not self._holds(entry):
+                    continue
+                # each entry's plan has a name of its own: a manifest never names another's
+                plan_path = os.path.join(os.path.dirname(self._manifest_path()),
+                                         os.path.basename(entry["plan"]))
+                if output == "-":
+                    with open(plan_path, "rb") as f:
+                        sys.stdout.flush()
+                        for block in iter(lambda: f.read(1 << 20), b""):
+                            sys.stdout.buffer.write(block)
+                        sys.stdout.buffer.flush()
+                else:
+                    tmp = output + ".tmp"
+                    with open(plan_path, "rb") as src, open(tmp, "wb") as dst:
+                        for block in iter(lambda: src.read(1 << 20), b""):
+                            dst.write(block)
+                    os.replace(tmp, output)
+                return True
+            return False
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
 
@@ -263,24 +341,34 @@ class CaptureCache:
                 if cache_dir.startswith(d + os.sep):  # the entry's own directory, made here
                     mine.add(cache_dir[len(d) + 1:].split(os.sep)[0])
                 dirs[d] = _listing_at_end(d, seen, mine)
-            old_plan = None
             try:
-                with open(manifest_path, encoding="utf-8") as f:
-                    old_plan = os.path.basename(json.load(f)["plan"])
+                kept = [e for e in self._entries() if isinstance(e, dict) and "plan" in e]
             except (OSError, ValueError, KeyError, TypeError):
-                pass
+                kept = []
             fd, plan_path = tempfile.mkstemp(dir=folder, prefix=self.key + ".",
                                              suffix=".plan.json")
             with os.fdopen(fd, "wb") as dst, open(plan_file, "rb") as src:
                 for block in iter(lambda: src.read(1 << 20), b""):
                     dst.write(block)
-            manifest = {"format": FORMAT, "key": self.key, "plan": os.path.basename(plan_path),
-                        "files": states, "dirs": dirs}
+            env = {"all": sorted(map(list, os.environ.items())) if self.recorder.env_all
+                   else None, "read": self.recorder.env}
+            entry = {"plan": os.path.basename(plan_path), "files": states, "dirs": dirs,
+                     "env": env}
+            # the new entry first; an older one with the same record of variables is
+            # replaced (its files changed), and the oldest beyond KEPT_VARIANTS dropped
+            others = [e for e in kept if e.get("env") != env]
+            entries = [entry] + others[:KEPT_VARIANTS - 1]
+            manifest = {"format": FORMAT, "key": self.key, "entries": entries}
             fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(manifest, f)
             os.replace(tmp, manifest_path)
-            if old_plan and old_plan != manifest["plan"]:
-                os.unlink(os.path.join(folder, old_plan))
+            live = {e["plan"] for e in entries}
+            for e in kept:
+                if os.path.basename(e["plan"]) not in live:
+                    try:
+                        os.unlink(os.path.join(folder, os.path.basename(e["plan"])))
+                    except OSError:
+                        pass
         except (OSError, ValueError):
             pass

@@ -110,3 +110,18 @@ def test_a_file_written_while_capturing_is_no_entry(tmp_path):
     assert not capture(tmp_path, out)[0]
     assert not capture(tmp_path, out)[0]
     assert not list((tmp_path / "cache").rglob("*.plan.json"))
+
+
+def test_only_the_variables_a_capture_reads_are_part_of_its_key(tmp_path):
+    # a `cd` changes OLDPWD and a CI run has its own id: neither is read, neither may make
+    # every capture a miss; the variable the harness reads still does
+    make_harness(tmp_path)
+    out = tmp_path / "plan.json"
+    assert not capture(tmp_path, out)[0]
+    assert capture(tmp_path, out, env={"OLDPWD": "/elsewhere", "GITHUB_RUN_ID": "17"})[0]
+    cached, scaled = capture(tmp_path, out, env={"SP_TEST_SCALE": "2"})
+    assert not cached
+    # both values stay kept: switching back and forth is a hit each time
+    assert capture(tmp_path, out)[0]
+    cached, again = capture(tmp_path, out, env={"SP_TEST_SCALE": "2", "OLDPWD": "/x"})
+    assert cached and again == scaled
