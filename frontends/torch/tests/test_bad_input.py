@@ -39,6 +39,7 @@ CASES = {
     "untracked_attribute.py": ("untracked-tensor", 13),
     "adagrad.py": ("untracked-tensor", 6),
     "layout_unknown_axis.py": ("param-layout", 5),
+    "param_replaced.py": ("param-replaced", 8),
 }
 
 

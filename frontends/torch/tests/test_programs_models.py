@@ -52,6 +52,8 @@ CASES = [
     ("seqpar_bucketed", "dp=2,tp=2", "bucket-tail-dropped", 1, "grad:"),
     ("attention_sizes", "dp=1,tp=2", None, 0, None),
     ("attention_sizes", "dp=1,tp=2", "v-input-grad-local", 1, "grad:norm"),
+    ("data_assignment", "dp=2", None, 0, None),
+    ("data_assignment", "dp=2", "no-average", 1, "fc"),
     ("pad_ignore", "dp=2", None, 0, None),
     ("pad_ignore", "dp=2", "local-mean", 1, "grad:"),
     ("pad_ignore", "dp=2", "local-count", 1, "grad:"),

@@ -21,7 +21,7 @@ from .backward_sources import BackwardSource
 from .backward_sources import recording as recording_backward_sources
 from .fake_dist import FakeDistributed
 from ..rank_environ import rank_environment
-from . import decompositions, fake_mode as fake_mode_mod, speedups, untracked
+from . import data_assignment, decompositions, fake_mode as fake_mode_mod, speedups, untracked
 from .library import ops
 from .optimizers import marking, whole_steps
 from .source import capture_boundary, is_user_file, user_src
@@ -172,8 +172,9 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
 
         with recording_sources():
             try:
-                with fake_mode, recording_backward_sources():
+                with fake_mode, recording_backward_sources(), data_assignment.traced():
                     g1 = make_fx(step)(*args)
+                    _same_parameters(h, params, model)
                     plain = [a.detach() for a in args]
                     g2 = make_fx(functionalize(_SourceInterpreter(g1).run))(*plain)
             except Exception as e:
@@ -187,6 +188,23 @@ def capture_program(h, ctx, logical, fake_mode, batch_chunk, default_step_lines)
     trace.groups = [g.descriptor() for g in ctx.groups_table]
     trace.read_axes = sorted(ctx.log.axes)
     return trace, model
+
+
+def _same_parameters(h, before, model):
+    """The step updates the parameters it was given, in place: a parameter replaced by a new
+    tensor (`setattr(model, name, nn.Parameter(...))`) is not the traced input, and its new
+    value would never reach the plan (it would say the parameter was left as it was)."""
+    after = dict(model.named_parameters())
+    for name, p in before.items():
+        if after.get(name) is not p:
+            raise h.error("param-replaced", f"the step replaced parameter {name!r} with a new "
+                          "tensor; update it in place (an optimizer, or `with torch.no_grad(): "
+                          "p.copy_(...)`)", "train_step" if h.train_step else "optimizer")
+    for name in after:
+        if name not in before:
+            raise h.error("param-replaced", f"the step added parameter {name!r}; parameters "
+                          "are made by build_rank/build_logical", "train_step"
+                          if h.train_step else "optimizer")
 
 
 def _convert_arg(a, refs):
