@@ -295,8 +295,13 @@ def as_strided(L, x, size, stride, storage_offset=0):
     if (storage_offset or 0) == 0 and list(stride) == _row_major(list(size)) and \
             n_in == n_out and src_meta.contiguous:
         return L.reshape(x, list(size))
+    # Autograd writes this for an in-place write into a slice of a tensor that needs
+    # gradients (its backward of CopySlices): say what the user wrote, and what to write.
     raise L.unsupported(f"as_strided with size {size}, stride {stride}, offset "
-                        f"{storage_offset} (only a row-major reshape of a contiguous tensor)")
+                        f"{storage_offset} (only a row-major reshape of a contiguous tensor). "
+                        "An in-place write into a slice of a tensor that needs gradients "
+                        "(`h[:, :2] *= 2`, `h.narrow(...).copy_(...)`) makes one; write it "
+                        "out of place instead (`torch.cat`, `torch.where`)")
 
 
 @rule("aten.as_strided_scatter.default")
