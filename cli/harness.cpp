@@ -4,10 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <regex>
-#include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <vector>
@@ -182,7 +180,7 @@ Report verify_harness(PlanVerifier& verifier, const std::string& harness, const 
   }
   // No plan text for the CI formats: a finding without a source line
   // points at the harness itself, not at a line of a temporary plan.
-  Report report = verifier.verify(plan, options);
+  Report report = verifier.verify(plan, options, plan_text);
   if (outcome.start_capture_server) outcome.start_capture_server();
   if (report.verdict == Verdict::Invalid || report.verdict == Verdict::InternalError) {
     dir.keep();
@@ -190,12 +188,6 @@ Report verify_harness(PlanVerifier& verifier, const std::string& harness, const 
     return report;
   }
   report.plan_path = harness;
-  if (plan_text != nullptr && !report.findings.empty()) {
-    std::ifstream in(plan);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in) *plan_text = text.str();
-  }
   return report;
 }
 

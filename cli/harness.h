@@ -54,8 +54,8 @@ class PlanVerifier;
 // The report names the harness; a harness that cannot be captured is
 // invalid (exit 2) with the front end's `file:line: [rule]` message. A
 // captured plan the engine refuses is kept, and its path said on stderr.
-// `plan_text`, when given, receives the captured plan's text when the report
-// has findings (for the ranks and the mesh they fail in; locate_report).
+// `plan_text`, when given, receives the captured plan's text as the verifier
+// read it (for the ranks and the mesh findings fail in; locate_report).
 Report verify_harness(PlanVerifier& verifier, const std::string& harness, const std::string& mesh,
                       const VerifyOptions& options, const std::string& cwd = "",
                       std::optional<std::string>* plan_text = nullptr);

@@ -154,7 +154,7 @@ std::vector<std::string> sys_path_dirs(const std::string& source, const std::str
       if (end == std::string::npos) break;
       const std::string name = line.substr(at + 1, end - at - 1);
       at = end + 1;
-      const bool plain = !name.empty() && name != "." && name != ".." &&
+      const bool plain = !name.empty() && name != "." &&
                          name.find_first_not_of(
                              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                              "0123456789_-./") == std::string::npos &&

@@ -8,9 +8,9 @@ its absence; a read of the whole environment, such as `dict(os.environ)`, record
 it); every module in sys.modules and every file mapped into the process (torch's shared
 libraries) is added at the end. The entry holds the plan and that record. A later capture
 with the same command line, directory and interpreter takes the plan only if every recorded
-variable has its recorded value and every recorded file is unchanged (its content for files up to 1 MiB, else its size,
-modification and change times and inode: a write always moves the change time) and every
-recorded directory lists the same names. Anything else, including an error reading the
+variable has its recorded value, every recorded file is unchanged (its content for files up
+to 1 MiB, else its size, modification and change times and inode: a write always moves the
+change time) and every recorded directory lists the same names. Anything else, including an error reading the
 entry, is a miss: the program is captured again and the entry replaced.
 
 This module imports nothing of torch: a hit costs the interpreter's start and the checks."""
@@ -19,8 +19,8 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import MutableMapping
 import time
+from collections.abc import MutableMapping
 
 FORMAT = 2  # 2: the environment by the variables read
 SMALL = 1 << 20       # files up to this size are compared by content
@@ -39,8 +39,9 @@ def entry_key(argv_key):
 
 
 class EnvironReads(MutableMapping):
-    """os.environ while a capture runs: each read is recorded in `reads` (name -> value, or
-    None when unset); anything that reads the whole environment sets `reads[ALL]`."""
+    """os.environ while a capture runs: each read is recorded in the recorder's `env` (name
+    -> value, or None when unset); anything that reads the whole environment sets its
+    `env_all`."""
 
     def __init__(self, real, recorder):
         self._real = real
